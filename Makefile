@@ -1,0 +1,93 @@
+# aiinfra.k3s — build, lab and test entry points. `make help` lists them.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+VENV        := $(CURDIR)/.venv
+BIN         := $(VENV)/bin
+CACHE       := $(CURDIR)/.cache
+LAB_SERVERS ?= 1
+LAB_GPU_AGENTS ?= 2
+# Set to a directory holding k3s / k3s-arm64, k3s-airgap-images-<arch>.tar.* and sha256sum-<arch>.txt
+# to install K3s without internet.
+K3S_AIRGAP_DIR ?=
+ANSIBLE_ARGS ?=
+MOLECULE_SCENARIOS ?= $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
+
+export CONTAINERS_CONF := $(CURDIR)/lab/containers.conf
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export ANSIBLE_HOME := $(CACHE)/ansible-home
+export ANSIBLE_COLLECTIONS_PATH := $(CACHE)/collections
+export PATH := $(BIN):$(PATH)
+
+LINK := $(CACHE)/collections/ansible_collections/aiinfra/k3s
+SANITY_ROOT := $(CACHE)/sanity/ansible_collections/aiinfra/k3s
+AIRGAP_ARGS := $(if $(K3S_AIRGAP_DIR),-e k3s_install_mode=airgap -e k3s_airgap_dir=$(abspath $(K3S_AIRGAP_DIR)),)
+
+.PHONY: help venv links lab lab-up lab-down lab-status test lint yamllint ansible-lint ruff sanity unit molecule bench clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+$(BIN)/.installed: requirements-dev.txt
+	@py=""; for c in $${PYTHON:-} python3.13 python3.12 $$HOME/.pyenv/versions/3.13*/bin/python3 \
+	    $$HOME/.pyenv/versions/3.12*/bin/python3 /usr/bin/python3; do \
+	  if [ -n "$$c" ] && command -v "$$c" >/dev/null 2>&1 && \
+	     "$$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then py=$$c; break; fi; \
+	done; \
+	if [ -z "$$py" ]; then \
+	  echo "ERROR: Python >= 3.12 not found (ansible-core 2.21 needs it). Install python3.12 or python3.13" \
+	       "(apt-get install python3.12, or pyenv install 3.12) or set PYTHON=/path/to/python3.12." >&2; exit 1; fi; \
+	echo "[venv] creating $(VENV) with $$py ($$("$$py" --version))"; \
+	"$$py" -m venv "$(VENV)"; \
+	"$(BIN)/pip" install -q --disable-pip-version-check -r requirements-dev.txt 2> >(grep -v "^WARNING: Location" >&2); \
+	touch "$@"
+
+venv: $(BIN)/.installed ## Create the project venv (Python >= 3.12, pinned tools)
+
+links: ## Point the collections path at this working tree
+	@mkdir -p "$(dir $(LINK))" "$(ANSIBLE_HOME)"
+	@ln -sfn ../../../.. "$(LINK)"
+
+lab-up: venv links ## Build the node image if needed and start the lab nodes
+	$(BIN)/python lab/labctl.py up --servers $(LAB_SERVERS) --gpu-agents $(LAB_GPU_AGENTS)
+
+lab: lab-up ## Start the lab and run playbooks/site.yml on it
+	$(BIN)/ansible-playbook playbooks/site.yml -i inventories/lab $(AIRGAP_ARGS) $(ANSIBLE_ARGS)
+
+lab-down: ## Remove the lab nodes, network, inventory and key
+	python3 lab/labctl.py down
+
+lab-status: ## List the lab nodes
+	python3 lab/labctl.py status
+
+lint: yamllint ansible-lint ruff ## yamllint, ansible-lint (production), ruff
+
+yamllint: venv
+	$(BIN)/yamllint --strict .
+
+ansible-lint: venv links
+	$(BIN)/ansible-lint --profile production --strict
+
+ruff: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+sanity: venv ## ansible-test sanity from a copy under ansible_collections/aiinfra/k3s
+	@rm -rf "$(SANITY_ROOT)" && mkdir -p "$(SANITY_ROOT)"
+	@git ls-files -co --exclude-standard | tar -cf - -T - | tar -xf - -C "$(SANITY_ROOT)"
+	cd "$(SANITY_ROOT)" && $(BIN)/ansible-test sanity --python 3.12 --requirements --color no
+
+unit: venv links ## pytest unit tests
+	$(BIN)/pytest tests/unit
+
+molecule: venv links ## Molecule scenarios on lab nodes
+	for s in $(MOLECULE_SCENARIOS); do $(BIN)/molecule test -s $$s; done
+
+test: lint sanity unit molecule ## Everything CI runs
+
+bench: venv links ## Lab converge and no-op re-run timings for 3 and 12 nodes
+	$(BIN)/python benchmarks/lab_converge.py --nodes 3 --nodes 12
+
+clean: lab-down ## Remove the lab and caches
+	rm -rf $(CACHE)

@@ -1,0 +1,384 @@
+#!/usr/bin/env python3
+"""Lab controller for aiinfra.k3s: podman containers that behave like bare-metal Debian hosts.
+
+Each lab node is a privileged podman container running systemd as PID 1 on its own podman
+network, reached by Ansible over SSH as a non-root user with passwordless sudo, like a real host.
+
+    labctl.py image                          build the node image unless the cached one matches
+    labctl.py up --servers 1 --gpu-agents 2  start/reconcile nodes, write inventories/lab/hosts.yml
+    labctl.py down                           remove nodes, network, inventory and keys
+    labctl.py status                         list lab nodes
+
+Podman is pointed at lab/containers.conf through CONTAINERS_CONF (runc, cgroupfs, no ulimits).
+Only the standard library is used, so the lab works before the project venv exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LAB_DIR = ROOT / "lab"
+IMAGE_DIR = LAB_DIR / "image"
+STATE_DIR = ROOT / ".cache" / "lab"
+INVENTORY_FILE = ROOT / "inventories" / "lab" / "hosts.yml"
+IMAGE_REPO = "localhost/aiinfra-k3s-lab-node"
+SUITE = "bookworm"
+VARIANT = "minbase"
+NETWORK = "aiinfra-lab"
+LABEL = "io.aiinfra.lab"
+PREFIX = "lab"
+LAB_USER = "ansible"
+APT_PACKAGES = ("podman", "runc", "debootstrap", "uidmap", "slirp4netns", "fuse-overlayfs")
+BOOT_TIMEOUT_S = 120
+
+
+class LabError(Exception):
+    """A lab step failed; the message says which and what to do."""
+
+
+def log(msg: str) -> None:
+    print(f"[lab] {msg}", flush=True)
+
+
+# ---------------------------------------------------------------- pure functions (unit-tested)
+
+
+def read_packages(text: str) -> list[str]:
+    """Package names from packages.txt: one per line, '#' comments and blanks ignored."""
+    names = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            names.append(line)
+    return names
+
+
+def recipe_hash(packages_text: str, customize_text: str, suite: str = SUITE, variant: str = VARIANT) -> str:
+    """Content hash of everything that decides what the image contains."""
+    h = hashlib.sha256()
+    for part in (suite, variant, ",".join(sorted(read_packages(packages_text))), customize_text):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def debian_mirror(sources: list[tuple[str, str]]) -> str | None:
+    """First Debian archive URI among (filename, content) apt source files, deb822 or one-line form."""
+    for name, text in sources:
+        if name.endswith(".sources"):
+            for stanza in text.split("\n\n"):
+                fields = {}
+                for line in stanza.splitlines():
+                    if ":" in line and not line.lstrip().startswith("#"):
+                        key, _, value = line.partition(":")
+                        fields[key.strip().lower()] = value.strip()
+                suites = fields.get("suites", "").split()
+                if fields.get("types", "deb").split()[0] == "deb" and SUITE in suites and "uris" in fields:
+                    return fields["uris"].split()[0].rstrip("/")
+        else:
+            for line in text.splitlines():
+                words = line.split("#", 1)[0].split()
+                if len(words) >= 3 and words[0] == "deb":
+                    words = [w for w in words if not w.startswith("[")]
+                    if len(words) >= 3 and words[2] == SUITE:
+                        return words[1].rstrip("/")
+    return None
+
+
+def node_names(servers: int, gpu_agents: int, prefix: str = PREFIX) -> dict[str, str]:
+    """Lab node name -> kind ('server' or 'gpu'), in creation order."""
+    if servers < 1:
+        raise LabError("--servers must be at least 1: a cluster needs a control plane")
+    if gpu_agents < 0:
+        raise LabError("--gpu-agents must be 0 or more")
+    names = {f"{prefix}-cp-{i}": "server" for i in range(1, servers + 1)}
+    names.update({f"{prefix}-gpu-{i}": "gpu" for i in range(1, gpu_agents + 1)})
+    return names
+
+
+def render_inventory(nodes: dict[str, dict], key_file: str, known_hosts: str) -> str:
+    """YAML inventory of the lab nodes. Group names match inventories/lab/group_vars/all.yml."""
+    lines = [
+        "---",
+        "# Written by lab/labctl.py up; do not edit (make lab-down removes it).",
+        "all:",
+        "  vars:",
+        f"    ansible_user: {LAB_USER}",
+        f"    ansible_ssh_private_key_file: {key_file}",
+        "    ansible_ssh_common_args: >-",
+        f"      -o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes",
+        "  children:",
+    ]
+    groups = {"k3s_servers": "server", "k3s_agents": "gpu", "gpu_nodes": "gpu"}
+    for group, kind in groups.items():
+        members = [n for n, v in nodes.items() if v["kind"] == kind]
+        lines.append(f"    {group}:")
+        if not members:
+            lines.append("      hosts: {}")
+            continue
+        lines.append("      hosts:")
+        for name in members:
+            lines.append(f"        {name}:")
+            if group != "gpu_nodes":
+                lines.append(f"          ansible_host: {nodes[name]['ip']}")
+    return "\n".join(lines) + "\n"
+
+
+def known_hosts_lines(nodes: dict[str, dict]) -> str:
+    """known_hosts entries (name and IP) from each node's host public key."""
+    out = []
+    for name, node in nodes.items():
+        out.append(f"{name},{node['ip']} {node['hostkey']}")
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------- process boundary
+
+
+def run(
+    cmd: list[str],
+    *,
+    check: bool = True,
+    capture: bool = True,
+    input_bytes: bytes | None = None,
+    timeout: float | None = 600,
+) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, input=input_bytes, capture_output=capture, timeout=timeout, check=False)
+    if check and proc.returncode != 0:
+        err = (proc.stderr or b"").decode(errors="replace").strip()
+        raise LabError(f"command failed (rc={proc.returncode}): {' '.join(cmd)}\n{err}")
+    return proc
+
+
+def podman(*args: str, **kw) -> subprocess.CompletedProcess:
+    return run(["podman", *args], **kw)
+
+
+def out(proc: subprocess.CompletedProcess) -> str:
+    return proc.stdout.decode().strip()
+
+
+def ensure_host_packages() -> None:
+    missing = [p for p in APT_PACKAGES if not Path(f"/usr/share/doc/{p}").exists() and shutil.which(p) is None]
+    if not missing:
+        return
+    if os.geteuid() != 0:
+        raise LabError(f"missing host packages {missing}: run as root or `sudo apt-get install {' '.join(missing)}`")
+    log(f"installing missing host packages with apt-get: {' '.join(missing)}")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+    subprocess.run(["apt-get", "install", "-y", "-qq", *missing], check=True, env=env)
+
+
+def image_tag() -> tuple[str, str]:
+    digest = recipe_hash((IMAGE_DIR / "packages.txt").read_text(), (IMAGE_DIR / "customize.sh").read_text())
+    return f"{IMAGE_REPO}:{digest[:16]}", digest
+
+
+def host_mirror() -> str:
+    if os.environ.get("LAB_MIRROR"):
+        return os.environ["LAB_MIRROR"]
+    files = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
+    sources = [(p.name, p.read_text()) for p in files if p.is_file()]
+    mirror = debian_mirror(sources)
+    if not mirror:
+        raise LabError(f"no Debian {SUITE} mirror in the apt sources of this machine: set LAB_MIRROR=<url>")
+    return mirror
+
+
+def build_image(force: bool = False) -> str:
+    tag, digest = image_tag()
+    if not force and podman("image", "exists", tag, check=False).returncode == 0:
+        log(f"image {tag} is cached (recipe hash {digest[:16]})")
+        return tag
+    packages = read_packages((IMAGE_DIR / "packages.txt").read_text())
+    mirror = host_mirror()
+    log(f"building image {tag}: debootstrap {VARIANT} {SUITE} from the host's apt mirror")
+    started = time.monotonic()
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=STATE_DIR, prefix="rootfs-") as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        run(
+            ["debootstrap", f"--variant={VARIANT}", f"--include={','.join(packages)}", SUITE, str(rootfs), mirror],
+            timeout=1800,
+        )
+        shutil.copy(IMAGE_DIR / "customize.sh", rootfs / "tmp" / "customize.sh")
+        run(["chroot", str(rootfs), "/bin/sh", "/tmp/customize.sh"])
+        (rootfs / "tmp" / "customize.sh").unlink()
+        tar = subprocess.Popen(["tar", "-C", str(rootfs), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE)
+        podman(
+            "import",
+            "--change",
+            "CMD=/sbin/init",
+            "--message",
+            f"recipe {digest}",
+            "-",
+            tag,
+            input_bytes=tar.stdout.read(),
+            timeout=900,
+        )
+        tar.wait()
+    log(f"image {tag} built in {time.monotonic() - started:.0f}s")
+    return tag
+
+
+def lab_containers() -> dict[str, str]:
+    """Existing lab containers: name -> image."""
+    proc = podman("ps", "-a", "--filter", f"label={LABEL}", "--format", "json")
+    return {c["Names"][0]: c.get("Image", "") for c in json.loads(out(proc) or "[]")}
+
+
+def exec_in(name: str, script: str, timeout: float = 120) -> str:
+    return out(podman("exec", name, "/bin/sh", "-c", script, timeout=timeout))
+
+
+def wait_booted(name: str) -> None:
+    deadline = time.monotonic() + BOOT_TIMEOUT_S
+    while time.monotonic() < deadline:
+        proc = podman("exec", name, "systemctl", "is-system-running", check=False, timeout=30)
+        state = out(proc)
+        if state in ("running", "degraded"):
+            return
+        time.sleep(1)
+    raise LabError(f"{name}: systemd did not reach running within {BOOT_TIMEOUT_S}s (last state {state!r})")
+
+
+PROVISION = """set -e
+[ -f /etc/ssh/ssh_host_ed25519_key ] || ssh-keygen -A >/dev/null
+id -u {user} >/dev/null 2>&1 || useradd --create-home --shell /bin/bash {user}
+echo '{user} ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/90-{user}
+chmod 0440 /etc/sudoers.d/90-{user}
+install -d -m 0700 -o {user} -g {user} /home/{user}/.ssh
+printf '%s\\n' '{pubkey}' > /home/{user}/.ssh/authorized_keys
+chown {user}:{user} /home/{user}/.ssh/authorized_keys
+chmod 0600 /home/{user}/.ssh/authorized_keys
+systemctl enable ssh.service >/dev/null 2>&1
+systemctl is-active --quiet ssh.service || systemctl restart ssh.service
+cat /etc/ssh/ssh_host_ed25519_key.pub
+"""
+
+
+def ensure_key() -> Path:
+    key = STATE_DIR / "id_ed25519"
+    if not key.exists():
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "aiinfra-k3s-lab", "-f", str(key)])
+        log(f"generated lab SSH key {key}")
+    key.chmod(0o600)
+    return key
+
+
+def up(servers: int, gpu_agents: int) -> None:
+    wanted = node_names(servers, gpu_agents)
+    ensure_host_packages()
+    tag = build_image()
+    key = ensure_key()
+    pubkey = (key.with_suffix(".pub")).read_text().strip()
+    if podman("network", "exists", NETWORK, check=False).returncode != 0:
+        podman("network", "create", "--label", f"{LABEL}=1", NETWORK)
+        log(f"created podman network {NETWORK}")
+    existing = lab_containers()
+    for name in existing:
+        if name not in wanted or existing[name] != tag:
+            podman("rm", "-f", "-t", "5", name)
+            log(f"removed {name} ({'not in the wanted set' if name not in wanted else 'image recipe changed'})")
+    existing = lab_containers()
+    for name, kind in wanted.items():
+        if name not in existing:
+            podman(
+                "run",
+                "-d",
+                "--name",
+                name,
+                "--hostname",
+                name,
+                "--network",
+                NETWORK,
+                "--systemd=always",
+                "--privileged",
+                "--label",
+                f"{LABEL}=1",
+                "--label",
+                f"{LABEL}.kind={kind}",
+                tag,
+                "/sbin/init",
+            )
+            log(f"started {name} ({kind})")
+        else:
+            podman("start", name)
+    nodes: dict[str, dict] = {}
+    for name, kind in wanted.items():
+        wait_booted(name)
+        hostkey = exec_in(name, PROVISION.format(user=LAB_USER, pubkey=pubkey)).splitlines()[-1]
+        hostkey = " ".join(hostkey.split()[:2])
+        ip = out(podman("inspect", "-f", f'{{{{(index .NetworkSettings.Networks "{NETWORK}").IPAddress}}}}', name))
+        nodes[name] = {"kind": kind, "ip": ip, "hostkey": hostkey}
+    known = STATE_DIR / "known_hosts"
+    known.write_text(known_hosts_lines(nodes))
+    INVENTORY_FILE.write_text(render_inventory(nodes, str(key), str(known)))
+    for name, node in nodes.items():
+        log(f"ready {name:<12} {node['kind']:<7} {node['ip']}")
+    log(f"inventory written to {INVENTORY_FILE.relative_to(ROOT)}")
+
+
+def down() -> None:
+    if shutil.which("podman"):
+        for name in lab_containers():
+            podman("rm", "-f", "-t", "5", name)
+            log(f"removed {name}")
+        if podman("network", "exists", NETWORK, check=False).returncode == 0:
+            podman("network", "rm", NETWORK)
+            log(f"removed network {NETWORK}")
+    for path in (INVENTORY_FILE, STATE_DIR / "known_hosts", STATE_DIR / "id_ed25519", STATE_DIR / "id_ed25519.pub"):
+        path.unlink(missing_ok=True)
+
+
+def status() -> None:
+    for name, image in sorted(lab_containers().items()):
+        state = out(podman("inspect", "-f", "{{.State.Status}}", name))
+        print(f"{name:<14} {state:<10} {image}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    img = sub.add_parser("image", help="build the node image unless cached")
+    img.add_argument("--force", action="store_true")
+    upp = sub.add_parser("up", help="start the lab nodes and write the inventory")
+    upp.add_argument("--servers", type=int, default=1)
+    upp.add_argument("--gpu-agents", type=int, default=2)
+    sub.add_parser("down", help="remove the lab")
+    sub.add_parser("status", help="list lab nodes")
+    sub.add_parser("hash", help="print the image tag the recipe gives")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("CONTAINERS_CONF", str(LAB_DIR / "containers.conf"))
+    try:
+        if args.cmd == "image":
+            ensure_host_packages()
+            build_image(force=args.force)
+        elif args.cmd == "up":
+            up(args.servers, args.gpu_agents)
+        elif args.cmd == "down":
+            down()
+        elif args.cmd == "status":
+            status()
+        elif args.cmd == "hash":
+            print(image_tag()[0])
+    except LabError as exc:
+        print(f"[lab] ERROR: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
