@@ -21,7 +21,8 @@ export ANSIBLE_COLLECTIONS_PATH := $(CACHE)/collections
 export PATH := $(BIN):$(PATH)
 
 LINK := $(CACHE)/collections/ansible_collections/aiinfra/k3s
-SANITY_ROOT := $(CACHE)/sanity/ansible_collections/aiinfra/k3s
+SANITY_PYTHON := $(shell $(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3.12)
+SANITY_ROOT := $(or $(TMPDIR),/tmp)/aiinfra-k3s-sanity/ansible_collections/aiinfra/k3s
 AIRGAP_ARGS := $(if $(K3S_AIRGAP_DIR),-e k3s_install_mode=airgap -e k3s_airgap_dir=$(abspath $(K3S_AIRGAP_DIR)),)
 
 .PHONY: help venv links lab lab-up lab-down lab-status test lint yamllint ansible-lint ruff sanity unit molecule bench clean
@@ -76,7 +77,8 @@ ruff: venv
 sanity: venv ## ansible-test sanity from a copy under ansible_collections/aiinfra/k3s
 	@rm -rf "$(SANITY_ROOT)" && mkdir -p "$(SANITY_ROOT)"
 	@git ls-files -co --exclude-standard | tar -cf - -T - | tar -xf - -C "$(SANITY_ROOT)"
-	cd "$(SANITY_ROOT)" && $(BIN)/ansible-test sanity --python 3.12 --requirements --color no
+	$(BIN)/python tests/sanity/pip_bootstrap.py --install
+	cd "$(SANITY_ROOT)" && $(BIN)/ansible-test sanity --python $(SANITY_PYTHON) --requirements --color no
 
 unit: venv links ## pytest unit tests
 	$(BIN)/pytest tests/unit

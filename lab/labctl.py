@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Lab controller for aiinfra.k3s: podman containers that behave like bare-metal Debian hosts.
 
 Each lab node is a privileged podman container running systemd as PID 1 on its own podman
@@ -80,7 +79,7 @@ def debian_mirror(sources: list[tuple[str, str]]) -> str | None:
                 fields = {}
                 for line in stanza.splitlines():
                     if ":" in line and not line.lstrip().startswith("#"):
-                        key, _, value = line.partition(":")
+                        key, value = line.split(":", 1)
                         fields[key.strip().lower()] = value.strip()
                 suites = fields.get("suites", "").split()
                 if fields.get("types", "deb").split()[0] == "deb" and SUITE in suites and "uris" in fields:

@@ -9,7 +9,7 @@ version_added: 0.1.0
 description:
   - Checks the server, agent and GPU groups (server count 1 or odd, GPU group a subset of the agents,
     no host in both server and agent groups) and that node names are valid RFC 1123 names.
-  - Returns all problems at once as lines C(host: variable: problem. Fix: fix), or an empty list.
+  - "Returns all problems at once, one line each naming host, variable, problem and fix; an empty list when sound."
 options:
   _input:
     description: The inventory's C(groups) mapping.

@@ -1,0 +1,23 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.k3s developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Format the site.yml stage report: what ran, what was skipped and why."""
+
+STATUSES = ("ran", "skipped")
+
+
+def report_lines(entries):
+    """Lines 'STAGE  STATUS  detail' followed by a summary line; raises ValueError on a malformed entry."""
+    lines = []
+    width = max([len(e.get("stage", "")) for e in entries] + [5])
+    for entry in entries:
+        status = entry.get("status")
+        if status not in STATUSES or not entry.get("stage"):
+            raise ValueError("stage report entry needs a stage name and a status in %s: %r" % (STATUSES, entry))
+        lines.append("%s  %-7s  %s" % (entry["stage"].ljust(width), status.upper(), entry.get("detail", "")))
+    skipped = [e["stage"] for e in entries if e["status"] == "skipped"]
+    summary = "%d stage(s): %d ran, %d skipped" % (len(entries), len(entries) - len(skipped), len(skipped))
+    if skipped:
+        summary += " (%s): the site is NOT complete" % ", ".join(skipped)
+    lines.append(summary)
+    return lines
