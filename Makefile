@@ -84,6 +84,8 @@ unit: venv links ## pytest unit tests
 	$(BIN)/pytest tests/unit
 
 molecule: venv links ## Molecule scenarios on lab nodes
+	$(BIN)/python lab/labctl.py image
+	export LAB_IMAGE=$$($(BIN)/python lab/labctl.py hash); \
 	for s in $(MOLECULE_SCENARIOS); do $(BIN)/molecule test -s $$s; done
 
 test: lint sanity unit molecule ## Everything CI runs
