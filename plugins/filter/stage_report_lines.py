@@ -31,6 +31,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+
 from ansible_collections.aiinfra.k3s.plugins.module_utils.stage_report import report_lines
 
 
