@@ -88,7 +88,10 @@ molecule: venv links ## Molecule scenarios on lab nodes
 	export LAB_IMAGE=$$($(BIN)/python lab/labctl.py hash); \
 	for s in $(MOLECULE_SCENARIOS); do $(BIN)/molecule test -s $$s; done
 
-test: lint sanity unit molecule ## Everything CI runs
+test: venv links ## Everything CI runs: lint, sanity, unit, molecule (with each part's wall time)
+	@for t in lint sanity unit molecule; do \
+	  t0=$$(date +%s); $(MAKE) --no-print-directory $$t; echo "[time] make $$t: $$(( $$(date +%s) - t0 ))s"; \
+	done
 
 bench: venv links ## Lab converge and no-op re-run timings for 3 and 12 nodes
 	$(BIN)/python benchmarks/lab_converge.py --nodes 3 --nodes 12
