@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import secrets
 import os
 import shutil
 import subprocess
@@ -105,7 +106,7 @@ def node_names(servers: int, gpu_agents: int, prefix: str = PREFIX) -> dict[str,
     return names
 
 
-def render_inventory(nodes: dict[str, dict], key_file: str, known_hosts: str) -> str:
+def render_inventory(nodes: dict[str, dict], key_file: str, known_hosts: str, token: str = "") -> str:
     """YAML inventory of the lab nodes. Group names match inventories/lab/group_vars/all.yml."""
     lines = [
         "---",
@@ -116,6 +117,7 @@ def render_inventory(nodes: dict[str, dict], key_file: str, known_hosts: str) ->
         f"    ansible_ssh_private_key_file: {key_file}",
         "    ansible_ssh_common_args: >-",
         f"      -o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes",
+        f"    k3s_token: {token!r}" if token else "    # no k3s_token: set one in group_vars",
         "  children:",
     ]
     groups = {"k3s_servers": "server", "k3s_agents": "gpu", "gpu_nodes": "gpu"}
@@ -277,11 +279,23 @@ def ensure_key() -> Path:
     return key
 
 
+def ensure_token() -> Path:
+    """A random K3s cluster token for the lab (inventories/lab reads it); never printed."""
+    token = STATE_DIR / "k3s-token"
+    if not token.exists():
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        token.touch(mode=0o600)
+        token.write_text(secrets.token_hex(32) + "\n")
+    token.chmod(0o600)
+    return token
+
+
 def up(servers: int, gpu_agents: int) -> None:
     wanted = node_names(servers, gpu_agents)
     ensure_host_packages()
     tag = build_image()
     key = ensure_key()
+    token = ensure_token()
     pubkey = (key.with_suffix(".pub")).read_text().strip()
     if podman("network", "exists", NETWORK, check=False).returncode != 0:
         podman("network", "create", "--label", f"{LABEL}=1", NETWORK)
@@ -324,7 +338,9 @@ def up(servers: int, gpu_agents: int) -> None:
         nodes[name] = {"kind": kind, "ip": ip, "hostkey": hostkey}
     known = STATE_DIR / "known_hosts"
     known.write_text(known_hosts_lines(nodes))
-    INVENTORY_FILE.write_text(render_inventory(nodes, str(key), str(known)))
+    INVENTORY_FILE.touch(mode=0o600)
+    INVENTORY_FILE.chmod(0o600)  # it holds the lab's cluster token
+    INVENTORY_FILE.write_text(render_inventory(nodes, str(key), str(known), token.read_text().strip()))
     for name, node in nodes.items():
         log(f"ready {name:<12} {node['kind']:<7} {node['ip']}")
     log(f"inventory written to {INVENTORY_FILE.relative_to(ROOT)}")
@@ -338,7 +354,8 @@ def down() -> None:
         if podman("network", "exists", NETWORK, check=False).returncode == 0:
             podman("network", "rm", NETWORK)
             log(f"removed network {NETWORK}")
-    for path in (INVENTORY_FILE, STATE_DIR / "known_hosts", STATE_DIR / "id_ed25519", STATE_DIR / "id_ed25519.pub"):
+    for path in (INVENTORY_FILE, STATE_DIR / "known_hosts", STATE_DIR / "id_ed25519", STATE_DIR / "id_ed25519.pub",
+                 STATE_DIR / "k3s-token"):
         path.unlink(missing_ok=True)
 
 

@@ -7,8 +7,24 @@ Every check returns problems as dicts ``{host, variable, problem, fix}`` so that
 validate playbook can report all of them at once.
 """
 
+import ipaddress
 import re
 
+from ansible_collections.aiinfra.k3s.plugins.module_utils import k3s_config, k3s_release
+
+# Per-host variables the cluster checks read (from hostvars, falling back to defaults).
+CLUSTER_VARS = (
+    "ansible_host",
+    "k3s_node_ip",
+    "k3s_cluster_cidr",
+    "k3s_service_cidr",
+    "k3s_token",
+    "k3s_version",
+    "k3s_server_extra_config",
+    "k3s_agent_extra_config",
+    "k3s_install_mode",
+    "k3s_airgap_dir",
+)
 RFC1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -99,3 +115,152 @@ def check_inventory(groups, server_group, agent_group, gpu_group):
 def format_problems(problems):
     """One line per problem: host, variable, what is wrong and the fix."""
     return ["%s: %s: %s. Fix: %s" % (p["host"], p["variable"], p["problem"], p["fix"]) for p in problems]
+
+
+def _network(value, host, variable, problems):
+    try:
+        return ipaddress.ip_network(str(value), strict=True)
+    except ValueError as exc:
+        problems.append(
+            problem(
+                host,
+                variable,
+                "%r is not a valid CIDR (%s)" % (value, exc),
+                "use a network address with its prefix, e.g. 10.42.0.0/16",
+            )
+        )
+        return None
+
+
+def _node_ip(hvars):
+    """The address K3s will use for the node: k3s_node_ip, else ansible_host when it is an IP."""
+    for key in ("k3s_node_ip", "ansible_host"):
+        value = hvars.get(key)
+        if value:
+            try:
+                return key, ipaddress.ip_address(str(value))
+            except ValueError:
+                if key == "k3s_node_ip":
+                    return key, str(value)
+    return None, None
+
+
+def check_cluster(hosts, hostvars, defaults):
+    """Per-host K3s settings: node IPs, CIDRs, token, version, free-form config.
+
+    hosts: {name: 'server' or 'agent'}; hostvars: {name: {var: value}} (the host's own values);
+    defaults: values that apply when a host does not set a variable (role defaults and group_vars/all).
+    """
+    problems = []
+    seen_ips = {}
+    for host in sorted(hosts):
+        role = hosts[host]
+        hv = dict(defaults)
+        hv.update({k: v for k, v in (hostvars.get(host) or {}).items() if v is not None})
+        key, ip = _node_ip(hv)
+        if isinstance(ip, str):
+            problems.append(
+                problem(
+                    host,
+                    "k3s_node_ip",
+                    "%r is not a valid IP address" % ip,
+                    "set k3s_node_ip to the node's address on the cluster network",
+                )
+            )
+            ip = None
+        if ip is not None:
+            if ip in seen_ips:
+                problems.append(
+                    problem(
+                        host,
+                        key,
+                        "node IP %s is also used by %s" % (ip, seen_ips[ip]),
+                        "give every node its own address",
+                    )
+                )
+            seen_ips.setdefault(ip, host)
+        cidrs = {var: _network(hv.get(var), host, var, problems) for var in ("k3s_cluster_cidr", "k3s_service_cidr")}
+        pod, svc = cidrs["k3s_cluster_cidr"], cidrs["k3s_service_cidr"]
+        if pod and svc and pod.version == svc.version and pod.overlaps(svc):
+            problems.append(
+                problem(
+                    host,
+                    "k3s_service_cidr",
+                    "service CIDR %s overlaps cluster CIDR %s" % (svc, pod),
+                    "choose non-overlapping ranges (defaults 10.42.0.0/16 and 10.43.0.0/16)",
+                )
+            )
+        for var, net in cidrs.items():
+            if ip is not None and net is not None and ip.version == net.version and ip in net:
+                problems.append(
+                    problem(
+                        host,
+                        var,
+                        "node IP %s lies inside %s %s" % (ip, var, net),
+                        "move %s away from the node network" % var,
+                    )
+                )
+        token = hv.get("k3s_token") or ""
+        if not token:
+            problems.append(
+                problem(
+                    host,
+                    "k3s_token",
+                    "no cluster token is set",
+                    "set k3s_token (at least 32 characters) in a vault-encrypted group_vars file",
+                )
+            )
+        elif len(str(token)) < 32:
+            problems.append(
+                problem(
+                    host,
+                    "k3s_token",
+                    "the token has %d characters, fewer than 32" % len(str(token)),
+                    "generate one with `openssl rand -hex 32` and keep it in ansible-vault",
+                )
+            )
+        version = hv.get("k3s_version")
+        if not k3s_release.is_k3s_version(version):
+            problems.append(
+                problem(
+                    host,
+                    "k3s_version",
+                    "%r is not a K3s version of the form v1.x.y+k3sN" % version,
+                    "use a release tag such as v1.33.5+k3s1",
+                )
+            )
+        extra_var = "k3s_server_extra_config" if role == "server" else "k3s_agent_extra_config"
+        for _key, message in k3s_config.extra_config_problems(role, hv.get(extra_var)):
+            problems.append(problem(host, extra_var, message, "remove or correct the key"))
+        mode = hv.get("k3s_install_mode")
+        if mode not in ("online", "airgap"):
+            problems.append(
+                problem(
+                    host,
+                    "k3s_install_mode",
+                    "%r is not online or airgap" % mode,
+                    "set k3s_install_mode to online or airgap",
+                )
+            )
+        elif mode == "airgap" and not hv.get("k3s_airgap_dir"):
+            problems.append(
+                problem(
+                    host,
+                    "k3s_airgap_dir",
+                    "airgap mode needs a directory of K3s artifacts",
+                    "set k3s_airgap_dir to a controller directory holding the release files",
+                )
+            )
+    return merge_problems(problems)
+
+
+def merge_problems(problems):
+    """One problem per (variable, problem, fix), naming every host it applies to, in first-seen order."""
+    merged = {}
+    for p in problems:
+        key = (p["variable"], p["problem"], p["fix"])
+        if key in merged:
+            merged[key]["host"] += "," + p["host"]
+        else:
+            merged[key] = dict(p)
+    return list(merged.values())

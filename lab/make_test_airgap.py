@@ -1,0 +1,57 @@
+"""Write a K3s-shaped airgap bundle for tests: NOT K3s, but real files with a real checksum file.
+
+    python lab/make_test_airgap.py DIR [--arch amd64] [--tamper binary|images|sums] [--drop NAME]
+
+The "binary" is a shell script that says it is a test artifact and exits 1, so a test that forgot
+k3s_start=false fails loudly instead of pretending a cluster runs. --tamper changes a file after the
+checksum file is written (or corrupts the checksum file); --drop removes one file.
+"""
+
+import argparse
+import hashlib
+import sys
+from pathlib import Path
+
+FAKE_BINARY = """#!/bin/sh
+# aiinfra.k3s test artifact: this is not K3s.
+echo "test artifact, not K3s: refusing '$*'" >&2
+exit 1
+"""
+
+
+def make_bundle(directory, arch="amd64", tamper=None, drop=None):
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    binary = directory / ("k3s" if arch == "amd64" else f"k3s-{arch}")
+    images = directory / f"k3s-airgap-images-{arch}.tar.zst"
+    sums = directory / f"sha256sum-{arch}.txt"
+    binary.write_text(FAKE_BINARY)
+    binary.chmod(0o755)
+    images.write_bytes(b"aiinfra.k3s test image tarball for " + arch.encode() + b"\n")
+    lines = [f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.name}" for p in (binary, images)]
+    sums.write_text("\n".join(lines) + "\n")
+    if tamper == "binary":
+        binary.write_text(FAKE_BINARY + "# tampered\n")
+    elif tamper == "images":
+        images.write_bytes(images.read_bytes() + b"tampered")
+    elif tamper == "sums":
+        sums.write_text("not a checksum line\n")
+    if drop:
+        (directory / drop).unlink()
+    return {"binary": binary, "images": images, "sums": sums}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("directory")
+    parser.add_argument("--arch", default="amd64", choices=["amd64", "arm64"])
+    parser.add_argument("--tamper", choices=["binary", "images", "sums"])
+    parser.add_argument("--drop")
+    args = parser.parse_args(argv)
+    made = make_bundle(args.directory, args.arch, args.tamper, args.drop)
+    print(" ".join(str(p) for p in made.values()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
