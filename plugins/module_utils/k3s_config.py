@@ -68,15 +68,14 @@ def extra_config_problems(role, extra):
     """(key, message) for each free-form key that K3s does not know for this role or that a variable manages."""
     problems = []
     for key in sorted(extra or {}):
-        if key in MANAGED_KEYS:
-            problems.append(
-                (key, "'%s' is managed by %s; set that instead of the free-form map" % (key, MANAGED_KEYS[key]))
-            )
-        elif key.startswith("-"):
+        if key.startswith("-"):
             problems.append((key, "'%s': write K3s flags without leading dashes" % key))
         elif key not in known_flags(role):
             hint = " (it is a server-only flag)" if role == "agent" and key in SERVER_FLAGS else ""
             problems.append((key, "'%s' is not a K3s %s flag%s" % (key, role, hint)))
+        elif key in MANAGED_KEYS:
+            problems.append((key, "'%s' is managed by %s; set that instead of the free-form map"
+                             % (key, MANAGED_KEYS[key])))
     return problems
 
 

@@ -28,3 +28,8 @@ def load_cases(name):
 @pytest.fixture
 def root():
     return ROOT
+
+
+def tool(name):
+    """A console script of the venv running the tests (ansible-playbook, ansible), whatever PATH says."""
+    return str(Path(sys.executable).parent / name)

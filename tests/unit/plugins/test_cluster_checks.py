@@ -1,0 +1,92 @@
+"""The table of bad inventories (data/cluster_checks.yml), checked by the plain functions and by
+running playbooks/validate.yml for real on the controller."""
+
+import json
+import os
+import subprocess
+
+import pytest
+import yaml
+from conftest import DATA, ROOT, load_cases, tool
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_check import check_cluster, format_problems
+
+ROLE_DEFAULTS = yaml.safe_load((ROOT / "roles" / "k3s_node" / "defaults" / "main.yml").read_text())
+VALID_TOKEN = "0123456789abcdef0123456789abcdef-test"
+CASES = load_cases("cluster_checks")
+
+
+def defaults_for(case):
+    values = {k: v for k, v in ROLE_DEFAULTS.items() if not str(v).startswith("{{")}
+    values["k3s_token"] = VALID_TOKEN
+    values.update(case["vars"].get("all") or {})
+    return values
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_check_cluster(case):
+    hostvars = {h: case["vars"].get(h, {}) for h in case["hosts"]}
+    lines = format_problems(check_cluster(case["hosts"], hostvars, defaults_for(case)))
+    for fragment in case["messages"]:
+        assert any(line.startswith(fragment) for line in lines), (fragment, lines)
+    assert len(lines) == len(case["messages"]), lines
+
+
+def run_validate(tmp_path, case):
+    inv = tmp_path / "inv"
+    (inv / "group_vars").mkdir(parents=True)
+    groups = {"k3s_servers": {"hosts": {}}, "k3s_agents": {"hosts": {}}, "gpu_nodes": {"hosts": {}}}
+    for host, role in case["hosts"].items():
+        # Any connection attempt would run /bin/false instead of ssh and show as unreachable: no traffic at all.
+        hv = {"ansible_ssh_executable": "/bin/false", **case["vars"].get(host, {})}
+        groups["k3s_servers" if role == "server" else "k3s_agents"]["hosts"][host] = hv
+    (inv / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": groups}}))
+    all_vars = {"k3s_token": VALID_TOKEN, **(case["vars"].get("all") or {})}
+    (inv / "group_vars" / "all.yml").write_text(yaml.safe_dump(all_vars))
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+        ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".cache" / "collections"),
+    )
+    proc = subprocess.run(
+        [tool("ansible-playbook"), str(ROOT / "playbooks" / "validate.yml"), "-i", str(inv)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
+    return proc, json.loads(proc.stdout)
+
+
+def failure_messages(result):
+    for play in result["plays"]:
+        for task in play["tasks"]:
+            for host_result in task["hosts"].values():
+                if host_result.get("failed"):
+                    msg = host_result.get("msg")
+                    return msg if isinstance(msg, list) else [msg]
+    return []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES)
+def test_validate_playbook_rejects_with_message(tmp_path, case):
+    proc, result = run_validate(tmp_path, case)
+    stats = result["stats"]
+    assert all(s["unreachable"] == 0 for s in stats.values()), "validate.yml must not contact any host"
+    if not case["messages"]:
+        assert proc.returncode == 0, failure_messages(result)
+        return
+    assert proc.returncode != 0
+    messages = failure_messages(result)
+    assert messages[0] == f"The inventory has {len(case['messages'])} problem(s):"
+    for fragment in case["messages"]:
+        assert any(m.startswith(fragment) for m in messages[1:]), (fragment, messages)
+    assert VALID_TOKEN not in proc.stdout + proc.stderr
+
+
+def test_table_is_not_empty():
+    assert len(yaml.safe_load((DATA / "cluster_checks.yml").read_text())) >= 10

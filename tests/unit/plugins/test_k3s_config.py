@@ -1,0 +1,51 @@
+import pytest
+from conftest import load_cases
+
+from ansible_collections.aiinfra.k3s.plugins.filter.k8s_taints import k8s_taints
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k3s_config import (
+    build_config,
+    extra_config_problems,
+    parse_taint,
+)
+
+
+@pytest.mark.parametrize("case", load_cases("k3s_config"))
+def test_build_config(case):
+    if "error" in case:
+        with pytest.raises(ValueError, match=case["error"]):
+            build_config(case["role"], case["params"])
+        return
+    config = build_config(case["role"], case["params"])
+    for key, value in case.get("expect", {}).items():
+        assert config[key] == value, key
+    for key in case.get("absent", []):
+        assert key not in config, key
+
+
+def test_extra_config_problems_name_the_fix():
+    problems = dict(extra_config_problems("server", {"--tls-san": "x", "tls-san": ["y"], "etcd-arg": []}))
+    assert set(problems) == {"--tls-san", "tls-san"}
+    assert "without leading dashes" in problems["--tls-san"]
+    assert "k3s_tls_san" in problems["tls-san"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("nvidia.com/gpu=present:NoSchedule", {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}),
+        ("dedicated:NoExecute", {"key": "dedicated", "effect": "NoExecute"}),
+        (
+            "node-role.kubernetes.io/control-plane:PreferNoSchedule",
+            {"key": "node-role.kubernetes.io/control-plane", "effect": "PreferNoSchedule"},
+        ),
+    ],
+)
+def test_parse_taint(text, expected):
+    assert parse_taint(text) == expected
+    assert k8s_taints([text]) == [expected]
+
+
+@pytest.mark.parametrize("text", ["nvidia.com/gpu=present", "x:Sometimes", ":NoSchedule", ""])
+def test_parse_taint_rejects(text):
+    with pytest.raises(ValueError, match="key\\[=value\\]:Effect"):
+        parse_taint(text)

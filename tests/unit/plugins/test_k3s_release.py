@@ -1,0 +1,126 @@
+import json
+import os
+import subprocess
+
+import pytest
+from conftest import ROOT, tool
+from make_test_airgap import make_bundle
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils import k3s_release as rel
+
+SHA = "a" * 64
+
+
+def test_names_and_urls():
+    assert rel.binary_name("amd64") == "k3s" and rel.binary_name("arm64") == "k3s-arm64"
+    assert rel.checksum_name("arm64") == "sha256sum-arm64.txt"
+    assert rel.image_names("amd64")[0] == "k3s-airgap-images-amd64.tar.zst"
+    assert rel.release_url("https://r/dl/", "v1.33.5+k3s1", "k3s") == "https://r/dl/v1.33.5%2Bk3s1/k3s"
+    assert rel.k3s_arch("x86_64") == "amd64" and rel.k3s_arch("aarch64") == "arm64"
+    with pytest.raises(rel.ArtifactError, match="unsupported architecture 'riscv64'"):
+        rel.k3s_arch("riscv64")
+
+
+@pytest.mark.parametrize(
+    ("version", "ok"),
+    [
+        ("v1.33.5+k3s1", True),
+        ("v1.30.0+k3s12", True),
+        ("1.33.5", False),
+        ("v1.33.5-k3s1", False),
+        ("v1.33+k3s1", False),
+        ("", False),
+    ],
+)
+def test_version_form(version, ok):
+    assert rel.is_k3s_version(version) is ok
+
+
+def test_parse_sha256sum_text_and_binary_modes():
+    sums = rel.parse_sha256sum(f"{SHA}  k3s\n{SHA.upper()} *k3s-airgap-images-amd64.tar.zst\n\n# comment\n")
+    assert sums == {"k3s": SHA, "k3s-airgap-images-amd64.tar.zst": SHA}
+
+
+def test_parse_sha256sum_rejects_garbage():
+    with pytest.raises(rel.ArtifactError, match="line 2"):
+        rel.parse_sha256sum(f"{SHA}  k3s\nnot a line\n")
+
+
+def test_good_bundle_verifies(tmp_path):
+    made = make_bundle(tmp_path)
+    result = rel.verify_release(str(tmp_path), ["amd64"], require_images=True)
+    assert result["amd64"]["binary"]["sha256"] == rel.sha256_file(made["binary"])
+    assert result["amd64"]["images"]["name"] == "k3s-airgap-images-amd64.tar.zst"
+
+
+@pytest.mark.parametrize(
+    ("tamper", "drop", "require_images", "error"),
+    [
+        ("binary", None, False, "k3s does not match its checksum"),
+        ("images", None, False, "k3s-airgap-images-amd64.tar.zst does not match its checksum"),
+        ("sums", None, False, "not '<sha256>  <file>'"),
+        (None, "sha256sum-amd64.txt", False, "sha256sum-amd64.txt is missing"),
+        (None, "k3s", False, "k3s is missing"),
+        (None, "k3s-airgap-images-amd64.tar.zst", True, "no image tarball"),
+    ],
+)
+def test_bad_bundles_are_refused(tmp_path, tamper, drop, require_images, error):
+    make_bundle(tmp_path, tamper=tamper, drop=drop)
+    with pytest.raises(rel.ArtifactError, match=error):
+        rel.verify_release(str(tmp_path), ["amd64"], require_images=require_images)
+
+
+def test_missing_architecture_and_unlisted_file(tmp_path):
+    make_bundle(tmp_path)
+    with pytest.raises(rel.ArtifactError, match=r"sha256sum-arm64\.txt is missing"):
+        rel.verify_release(str(tmp_path), ["amd64", "arm64"])
+    (tmp_path / "sha256sum-amd64.txt").write_text(f"{SHA}  something-else\n")
+    with pytest.raises(rel.ArtifactError, match="not listed in the checksum file"):
+        rel.verify_release(str(tmp_path), ["amd64"])
+
+
+def test_operator_pin_must_agree(tmp_path):
+    make_bundle(tmp_path)
+    with pytest.raises(rel.ArtifactError, match="pinned sha256"):
+        rel.verify_release(str(tmp_path), ["amd64"], pins={"k3s": SHA})
+
+
+def test_arm64_bundle(tmp_path):
+    make_bundle(tmp_path, arch="arm64")
+    assert rel.verify_release(str(tmp_path), ["arm64"])["arm64"]["binary"]["path"].endswith("k3s-arm64")
+
+
+def run_module(args):
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+        ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+        ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".cache" / "collections"),
+    )
+    proc = subprocess.run(
+        [tool("ansible"), "localhost", "-m", "aiinfra.k3s.k3s_release_info", "-a", json.dumps(args), "--check"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+    return proc.returncode, json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
+@pytest.mark.slow
+def test_module_reports_artifacts_in_check_mode(tmp_path):
+    make_bundle(tmp_path)
+    rc, result = run_module({"path": str(tmp_path), "architectures": ["x86_64"], "require_images": True})
+    assert rc == 0 and result["changed"] is False
+    assert set(result["artifacts"]) == {"amd64"}
+
+
+@pytest.mark.slow
+def test_module_fails_on_tampered_binary_naming_the_file(tmp_path):
+    make_bundle(tmp_path, tamper="binary")
+    rc, result = run_module({"path": str(tmp_path)})
+    assert rc != 0 and result["failed"]
+    assert result["msg"].startswith(f"K3s artifacts in {tmp_path} cannot be used: {tmp_path}/k3s does not match")
