@@ -25,7 +25,7 @@ SANITY_PYTHON := $(shell $(BIN)/python -c 'import sys; print("%d.%d" % sys.versi
 SANITY_ROOT := $(or $(TMPDIR),/tmp)/aiinfra-k3s-sanity/ansible_collections/aiinfra/k3s
 AIRGAP_ARGS := $(if $(K3S_AIRGAP_DIR),-e k3s_install_mode=airgap -e k3s_airgap_dir=$(abspath $(K3S_AIRGAP_DIR)),)
 
-.PHONY: help venv links lab lab-up lab-down lab-status test lint yamllint ansible-lint ruff sanity unit molecule bench clean
+.PHONY: help venv links docs-check lab lab-up lab-down lab-status test lint yamllint ansible-lint ruff sanity unit molecule bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -62,7 +62,11 @@ lab-down: ## Remove the lab nodes, network, inventory and key
 lab-status: ## List the lab nodes
 	python3 lab/labctl.py status
 
-lint: yamllint ansible-lint ruff ## yamllint, ansible-lint (production), ruff
+lint: yamllint ansible-lint ruff docs-check ## yamllint, ansible-lint (production), ruff, generated docs, changelog
+
+docs-check: venv
+	$(BIN)/python docs/gen_role_vars.py --check
+	$(BIN)/antsibull-changelog lint
 
 yamllint: venv
 	$(BIN)/yamllint --strict .

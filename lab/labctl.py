@@ -17,8 +17,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import secrets
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -354,8 +354,13 @@ def down() -> None:
         if podman("network", "exists", NETWORK, check=False).returncode == 0:
             podman("network", "rm", NETWORK)
             log(f"removed network {NETWORK}")
-    for path in (INVENTORY_FILE, STATE_DIR / "known_hosts", STATE_DIR / "id_ed25519", STATE_DIR / "id_ed25519.pub",
-                 STATE_DIR / "k3s-token"):
+    for path in (
+        INVENTORY_FILE,
+        STATE_DIR / "known_hosts",
+        STATE_DIR / "id_ed25519",
+        STATE_DIR / "id_ed25519.pub",
+        STATE_DIR / "k3s-token",
+    ):
         path.unlink(missing_ok=True)
 
 

@@ -74,8 +74,9 @@ def extra_config_problems(role, extra):
             hint = " (it is a server-only flag)" if role == "agent" and key in SERVER_FLAGS else ""
             problems.append((key, "'%s' is not a K3s %s flag%s" % (key, role, hint)))
         elif key in MANAGED_KEYS:
-            problems.append((key, "'%s' is managed by %s; set that instead of the free-form map"
-                             % (key, MANAGED_KEYS[key])))
+            problems.append(
+                (key, "'%s' is managed by %s; set that instead of the free-form map" % (key, MANAGED_KEYS[key]))
+            )
     return problems
 
 
@@ -124,7 +125,7 @@ def build_config(role, params):
         config["node-taint"] = list(params["taints"])
     if params.get("kubelet_args"):
         config["kubelet-arg"] = list(params["kubelet_args"])
-    bad = [key for key, _ in extra_config_problems(role, params.get("extra"))]
+    bad = [problem[0] for problem in extra_config_problems(role, params.get("extra"))]
     if bad:
         raise ValueError("free-form K3s config has keys that cannot be used: %s" % ", ".join(bad))
     config.update(params.get("extra") or {})
@@ -139,7 +140,7 @@ def parse_taint(text):
     spec, sep, effect = str(text).rpartition(":")
     if not sep or effect not in TAINT_EFFECTS or not spec:
         raise ValueError("taint %r is not key[=value]:Effect with Effect one of %s" % (text, ", ".join(TAINT_EFFECTS)))
-    key, _sep, value = spec.partition("=")
+    key, value = spec.partition("=")[::2]
     taint = {"key": key, "effect": effect}
     if value:
         taint["value"] = value

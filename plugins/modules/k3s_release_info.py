@@ -14,7 +14,7 @@ description:
     its digest, so that nothing unverified is ever installed.
   - Read-only; runs where the artifacts are (normally the controller, with C(delegate_to=localhost)).
 author:
-  - aiinfra.k3s developers
+  - aiinfra.k3s developers (@aiinfra)
 options:
   path:
     description: Directory holding the release artifacts and checksum files.
@@ -33,11 +33,8 @@ options:
     description: Artifact name to sha256 pinned by the operator; must agree with the checksum file.
     type: dict
     default: {}
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - aiinfra.k3s.attributes.read_only
 """
 
 EXAMPLES = r"""

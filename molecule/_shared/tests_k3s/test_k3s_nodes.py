@@ -22,7 +22,7 @@ GPU_TAINT = "nvidia.com/gpu=present:NoSchedule"
 
 def group(name):
     """Hosts of a group in inventory order (Molecule writes each group at the top level)."""
-    return list(((INVENTORY.get(name) or {}).get("hosts") or {}))
+    return list((INVENTORY.get(name) or {}).get("hosts") or {})
 
 
 SERVERS = group("k3s_servers")
@@ -107,8 +107,10 @@ def test_unit_passes_systemd_analyze_and_is_not_started(host):
     assert host.file(path).mode == 0o644
     assert host.run(f"systemd-analyze verify {path}").rc == 0
     exec_start = "server" if unit == "k3s.service" else "agent"
-    assert f"ExecStart=/usr/local/bin/k3s {exec_start} --config /etc/rancher/k3s/config.yaml" in host.file(
-        path).content_string
+    assert (
+        f"ExecStart=/usr/local/bin/k3s {exec_start} --config /etc/rancher/k3s/config.yaml"
+        in host.file(path).content_string
+    )
     # k3s_start is false and the binary is a test artifact: nothing may pretend to run.
     assert not host.service(unit).is_running
 

@@ -11,7 +11,7 @@ from conftest import DATA, ROOT, load_cases, tool
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_check import check_cluster, format_problems
 
-ROLE_DEFAULTS = yaml.safe_load((ROOT / "roles" / "k3s_node" / "defaults" / "main.yml").read_text())
+ROLE_DEFAULTS = yaml.safe_load((ROOT / "roles" / "k3s" / "defaults" / "main.yml").read_text())
 VALID_TOKEN = "0123456789abcdef0123456789abcdef-test"
 CASES = load_cases("cluster_checks")
 
