@@ -1,0 +1,451 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.k3s developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""GPU allocation analysis of a Kubernetes cluster from its Node and Pod objects (plain dicts, as
+`kubectl get -o json` or the API return them).
+
+For every GPU node it compares what the hardware has (expected GPUs), what the device plugin advertises
+(capacity), what is usable (allocatable) and what pods hold (requests), and reports every disagreement
+as a finding with a stable code. One pass over the pods; no API call here.
+"""
+
+GPU_RESOURCE = "nvidia.com/gpu"
+MIG_PREFIX = "nvidia.com/mig-"
+TERMINATED = ("Succeeded", "Failed")
+SEVERITIES = ("error", "warning", "info")
+DEFAULT_SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease", "gpu-operator", "nvidia-gpu-operator")
+ADMISSION_REASONS = ("UnexpectedAdmissionError", "OutOfnvidia.com/gpu", "OutOf" + GPU_RESOURCE)
+
+CODES = {
+    "GPU_NOT_ADVERTISED": "error",
+    "GPU_CAPACITY_MISMATCH": "error",
+    "GPU_UNHEALTHY": "warning",
+    "GPU_OVERCOMMIT": "error",
+    "GPU_POD_PENDING": "error",
+    "GPU_POD_ADMISSION_FAILED": "error",
+    "GPU_POD_NO_TOLERATION": "error",
+    "GPU_NODE_NOT_TAINTED": "warning",
+    "GPU_NODE_UNLABELED": "warning",
+    "NON_GPU_POD_ON_GPU_NODE": "warning",
+    "GPU_NODE_NOT_READY": "error",
+    "GPU_IDLE": "info",
+}
+
+
+def is_gpu_resource(name):
+    return name == GPU_RESOURCE or name.startswith(MIG_PREFIX)
+
+
+def quantity(value):
+    """Integer count of an extended resource quantity ('2', 2, '1k' is not used for devices)."""
+    if value is None:
+        return 0
+    if isinstance(value, (int, float)):
+        return int(value)
+    text = str(value).strip()
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return int(float(text))
+        except ValueError:
+            raise ValueError("cannot read device quantity %r" % value) from None
+
+
+def gpu_resources(resource_map):
+    """{resource: count} of the GPU resources (nvidia.com/gpu, nvidia.com/mig-*) in a resource list."""
+    out = {}
+    for name, value in (resource_map or {}).items():
+        if is_gpu_resource(name):
+            count = quantity(value)
+            if count:
+                out[name] = count
+    return out
+
+
+def container_gpus(container):
+    """Extended resources: requests default to limits (and must equal them when both are set)."""
+    resources = container.get("resources") or {}
+    merged = gpu_resources(resources.get("limits"))
+    merged.update(gpu_resources(resources.get("requests")))
+    return merged
+
+
+def _add(total, extra):
+    for name, count in extra.items():
+        total[name] = total.get(name, 0) + count
+    return total
+
+
+def pod_gpus(pod):
+    """Effective GPU request of a pod, per resource: the larger of the app containers' sum (with sidecars)
+    and, for each init container, its own request plus the sidecars started before it."""
+    spec = pod.get("spec") or {}
+    sidecars = {}
+    init_peak = {}
+    for init in spec.get("initContainers") or []:
+        req = container_gpus(init)
+        if init.get("restartPolicy") == "Always":  # restartable init container (sidecar): runs with the app
+            _add(sidecars, req)
+            continue
+        for name in set(req) | set(sidecars):
+            init_peak[name] = max(init_peak.get(name, 0), req.get(name, 0) + sidecars.get(name, 0))
+    app = dict(sidecars)
+    for container in spec.get("containers") or []:
+        _add(app, container_gpus(container))
+    effective = {}
+    for name in set(app) | set(init_peak):
+        value = max(app.get(name, 0), init_peak.get(name, 0))
+        if value:
+            effective[name] = value
+    return effective
+
+
+def parse_taint(text):
+    spec, _sep, effect = str(text).rpartition(":")
+    key, _eq, value = spec.partition("=")
+    return {"key": key, "value": value, "effect": effect}
+
+
+def tolerates(pod, taint):
+    """Kubernetes toleration matching for one taint."""
+    for tol in (pod.get("spec") or {}).get("tolerations") or []:
+        if tol.get("effect") and tol.get("effect") != taint["effect"]:
+            continue
+        operator = tol.get("operator", "Equal")
+        key = tol.get("key", "")
+        if not key and operator == "Exists":
+            return True
+        if key != taint["key"]:
+            continue
+        if operator == "Exists" or (tol.get("value", "") == taint["value"]):
+            return True
+    return False
+
+
+def node_ready(node):
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return cond.get("status") == "True"
+    return False
+
+
+def has_taint(node, taint):
+    for t in (node.get("spec") or {}).get("taints") or []:
+        if (
+            t.get("key") == taint["key"]
+            and t.get("effect") == taint["effect"]
+            and (t.get("value") or "") == taint["value"]
+        ):
+            return True
+    return False
+
+
+def owned_by_daemonset(pod):
+    return any(ref.get("kind") == "DaemonSet" for ref in (pod.get("metadata") or {}).get("ownerReferences") or [])
+
+
+def allowed(pod, rules):
+    """True when a pod matches one of the operator's placement rules: {namespace, name_prefix, labels}."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    for rule in rules or []:
+        if rule.get("namespace") and rule["namespace"] != meta.get("namespace"):
+            continue
+        if rule.get("name_prefix") and not meta.get("name", "").startswith(rule["name_prefix"]):
+            continue
+        if any(labels.get(k) != str(v) for k, v in (rule.get("labels") or {}).items()):
+            continue
+        return True
+    return False
+
+
+def scheduling_reason(pod):
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            return "%s: %s" % (cond.get("reason", "Unschedulable"), cond.get("message", "no message"))
+    return "not scheduled yet (no scheduler condition)"
+
+
+def finding(code, node, pod, message):
+    return {"code": code, "severity": CODES[code], "node": node, "pod": pod, "message": message}
+
+
+def _label_int(labels, key):
+    try:
+        return int(labels[key]) if key in labels else None
+    except (TypeError, ValueError):
+        return None
+
+
+def expected_count(name, labels, expected, replicas):
+    """(expected capacity, physical GPUs, how it was derived) or (None, physical, reason) when unknown."""
+    entry = expected.get(name)
+    if isinstance(entry, dict):
+        physical = entry.get("physical")
+        mig = entry.get("mig_slices") or 0
+    else:
+        physical, mig = entry, 0
+    if physical is None:
+        physical = _label_int(labels, "nvidia.com/gpu.count")
+    if mig:
+        return mig, physical, "%d MIG slices" % mig
+    mixed = sum(
+        int(v) for k, v in labels.items() if k.startswith(MIG_PREFIX) and k.endswith(".count") and str(v).isdigit()
+    )
+    if labels.get("nvidia.com/mig.strategy") == "mixed" and mixed:
+        return mixed, physical, "%d MIG slices (labels)" % mixed
+    if physical is None:
+        return None, None, "unknown"
+    return physical * replicas, physical, "%d GPUs x %d replicas" % (physical, replicas)
+
+
+def analyze(
+    nodes,
+    pods,
+    expected_gpus=None,
+    gpu_node_selector=None,
+    gpu_taint="nvidia.com/gpu=present:NoSchedule",
+    allowed_pods=None,
+    system_namespaces=DEFAULT_SYSTEM_NAMESPACES,
+):
+    """Nodes and pods -> {nodes, gpu_pods, summary, findings}."""
+    expected = expected_gpus or {}
+    selector = {
+        k: str(v) for k, v in (gpu_node_selector if gpu_node_selector is not None else {"ai-workload": "true"}).items()
+    }
+    taint = parse_taint(gpu_taint)
+    system = set(system_namespaces or ())
+    findings = []
+
+    # Nodes: classify and read capacity once.
+    info = {}
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        name = meta.get("name")
+        labels = meta.get("labels") or {}
+        status = node.get("status") or {}
+        capacity = gpu_resources(status.get("capacity"))
+        allocatable = gpu_resources(status.get("allocatable"))
+        selected = bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+        is_gpu = selected or name in expected or labels.get("nvidia.com/gpu.present") == "true" or bool(capacity)
+        if not is_gpu:
+            continue
+        replicas = _label_int(labels, "nvidia.com/gpu.replicas") or 1
+        info[name] = {
+            "node": node,
+            "labels": labels,
+            "selected": selected,
+            "capacity": capacity,
+            "allocatable": allocatable,
+            "requested": {},
+            "replicas": replicas,
+            "ready": node_ready(node),
+            "schedulable": not (node.get("spec") or {}).get("unschedulable", False),
+            "pods": 0,
+        }
+
+    gpu_pods = []
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        status = pod.get("status") or {}
+        spec = pod.get("spec") or {}
+        phase = status.get("phase", "Unknown")
+        node_name = spec.get("nodeName")
+        ns, pname = meta.get("namespace", ""), meta.get("name", "")
+        ref = "%s/%s" % (ns, pname)
+        gpus = pod_gpus(pod)
+        total = sum(gpus.values())
+        if not total:
+            if (
+                node_name in info
+                and phase == "Running"
+                and ns not in system
+                and not owned_by_daemonset(pod)
+                and not allowed(pod, allowed_pods)
+            ):
+                findings.append(
+                    finding(
+                        "NON_GPU_POD_ON_GPU_NODE",
+                        node_name,
+                        ref,
+                        "%s requests no GPU but runs on GPU node %s, taking CPU and memory from GPU work: add a "
+                        "nodeSelector/affinity keeping it off GPU nodes, or list it in allowed_pods if it belongs there"
+                        % (ref, node_name),
+                    )
+                )
+            continue
+        gpu_pods.append(
+            {"namespace": ns, "name": pname, "node": node_name, "phase": phase, "gpus": total, "resources": gpus}
+        )
+        if phase in TERMINATED:
+            reason = status.get("reason", "")
+            if phase == "Failed" and any(reason.startswith(r) for r in ADMISSION_REASONS):
+                findings.append(
+                    finding(
+                        "GPU_POD_ADMISSION_FAILED",
+                        node_name,
+                        ref,
+                        "%s was rejected by the kubelet on %s (%s: %s): the device plugin could not hand out its GPUs; "
+                        "check the device plugin pod and node GPU health, then delete the pod so it is recreated"
+                        % (ref, node_name, reason, status.get("message", "")),
+                    )
+                )
+            continue
+        if not tolerates(pod, taint):
+            findings.append(
+                finding(
+                    "GPU_POD_NO_TOLERATION",
+                    node_name,
+                    ref,
+                    "%s requests %d GPU(s) but does not tolerate the GPU taint %s, so it cannot run on GPU nodes: "
+                    "add the toleration" % (ref, total, gpu_taint),
+                )
+            )
+        if not node_name:
+            findings.append(
+                finding(
+                    "GPU_POD_PENDING",
+                    None,
+                    ref,
+                    "%s requests %s and is not scheduled: %s" % (ref, _fmt(gpus), scheduling_reason(pod)),
+                )
+            )
+            continue
+        if node_name in info:
+            _add(info[node_name]["requested"], gpus)
+            info[node_name]["pods"] += 1
+
+    node_rows = []
+    totals = {"nodes": 0, "physical": 0, "capacity": 0, "allocatable": 0, "requested": 0, "free": 0}
+    for name in sorted(info):
+        n = info[name]
+        cap, alloc, req = (sum(n[k].values()) for k in ("capacity", "allocatable", "requested"))
+        exp, physical, basis = expected_count(name, n["labels"], expected, n["replicas"])
+        free = max(alloc - req, 0)
+        row = {
+            "name": name,
+            "ready": n["ready"],
+            "schedulable": n["schedulable"],
+            "physical": physical,
+            "expected": exp,
+            "capacity": cap,
+            "allocatable": alloc,
+            "requested": req,
+            "free": free,
+            "replicas": n["replicas"],
+            "gpu_pods": n["pods"],
+            "resources": {"capacity": n["capacity"], "allocatable": n["allocatable"], "requested": n["requested"]},
+        }
+        node_rows.append(row)
+        totals["nodes"] += 1
+        totals["physical"] += physical or 0
+        for key, value in (("capacity", cap), ("allocatable", alloc), ("requested", req), ("free", free)):
+            totals[key] += value
+        if not cap:
+            findings.append(
+                finding(
+                    "GPU_NOT_ADVERTISED",
+                    name,
+                    None,
+                    "%s is a GPU node (%s) but advertises no %s capacity: the device plugin or GPU Operator is not working "
+                    "there; check the nvidia-device-plugin and driver pods on that node"
+                    % (name, basis if exp is not None else "by label", GPU_RESOURCE),
+                )
+            )
+        elif exp is not None and cap != exp:
+            findings.append(
+                finding(
+                    "GPU_CAPACITY_MISMATCH",
+                    name,
+                    None,
+                    "%s advertises %d GPU device(s) but %d are expected (%s): a GPU is missing, or the time-slicing/MIG "
+                    "configuration differs from the hardware; compare nvidia-smi with the device plugin config"
+                    % (name, cap, exp, basis),
+                )
+            )
+        if alloc < cap:
+            findings.append(
+                finding(
+                    "GPU_UNHEALTHY",
+                    name,
+                    None,
+                    "%s has %d allocatable of %d GPU device(s): the device plugin marked %d unhealthy; check XID errors "
+                    "in dmesg and DCGM health" % (name, alloc, cap, cap - alloc),
+                )
+            )
+        for resource, count in sorted(n["requested"].items()):
+            have = n["allocatable"].get(resource, 0)
+            if count > have:
+                findings.append(
+                    finding(
+                        "GPU_OVERCOMMIT",
+                        name,
+                        None,
+                        "pods bound to %s request %d %s but only %d are allocatable: some of them cannot really have "
+                        "their GPUs; find pods stuck or failing there and reduce requests"
+                        % (name, count, resource, have),
+                    )
+                )
+        if not has_taint(n["node"], taint):
+            findings.append(
+                finding(
+                    "GPU_NODE_NOT_TAINTED",
+                    name,
+                    None,
+                    "%s lacks the GPU taint %s, so pods that need no GPU can be scheduled there: re-run the k3s stage "
+                    "(labels and taints are reconciled through the API)" % (name, gpu_taint),
+                )
+            )
+        if cap and selector and not n["selected"]:
+            findings.append(
+                finding(
+                    "GPU_NODE_UNLABELED",
+                    name,
+                    None,
+                    "%s has GPUs but lacks the GPU node labels %s, so GPU workloads selecting them will not land there: "
+                    "put the node in the GPU group and re-run the k3s stage"
+                    % (name, ", ".join("%s=%s" % kv for kv in sorted(selector.items()))),
+                )
+            )
+        if not n["ready"] or not n["schedulable"]:
+            state, fix = (
+                ("NotReady", "check the kubelet/k3s-agent on the node")
+                if not n["ready"]
+                else ("cordoned", "uncordon it when maintenance ends")
+            )
+            findings.append(
+                finding(
+                    "GPU_NODE_NOT_READY",
+                    name,
+                    None,
+                    "%s is %s, so its %d GPU(s) are stranded: %s" % (name, state, alloc, fix),
+                )
+            )
+        elif free:
+            findings.append(
+                finding(
+                    "GPU_IDLE", name, None, "%s has %d allocatable GPU device(s) that no pod requests" % (name, free)
+                )
+            )
+
+    counts = {s: 0 for s in SEVERITIES}
+    for f in findings:
+        counts[f["severity"]] += 1
+    summary = dict(
+        totals,
+        gpu_pods=len(gpu_pods),
+        pending=sum(1 for p in gpu_pods if not p["node"] and p["phase"] not in TERMINATED),
+        findings=counts,
+    )
+    order = {s: i for i, s in enumerate(SEVERITIES)}
+    findings.sort(key=lambda f: (order[f["severity"]], f["code"], f["node"] or "", f["pod"] or ""))
+    return {"nodes": node_rows, "gpu_pods": gpu_pods, "summary": summary, "findings": findings}
+
+
+def _fmt(resources):
+    return ", ".join("%d %s" % (v, k) for k, v in sorted(resources.items()))
+
+
+def failing(findings, fail_on):
+    return [f for f in findings if f["severity"] in (fail_on or [])]

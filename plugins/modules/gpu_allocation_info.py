@@ -1,0 +1,246 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.k3s developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+DOCUMENTATION = r"""
+module: gpu_allocation_info
+short_description: Compare the GPUs nodes have, advertise, can allocate and hand out; report every disagreement
+version_added: 0.1.0
+description:
+  - Reads the Nodes and Pods of a cluster, from the Kubernetes API (one paginated LIST per kind using C(limit) and
+    C(continue), never one call per node) or from C(kubectl get nodes -o json) and C(kubectl get pods -A -o json)
+    files (offline analysis of a support bundle).
+  - For every GPU node (matching O(gpu_node_selector), named in O(expected_gpus), labelled
+    C(nvidia.com/gpu.present=true), or advertising GPUs) it returns physical, expected, capacity, allocatable,
+    requested and free GPU devices, and a list of findings with stable codes.
+  - Counts extended resources as the scheduler does, requests default to limits; an init container counts as the
+    max of any single init container (plus earlier sidecars) versus the sum of app containers and sidecars;
+    Succeeded and Failed pods hold no GPU; C(nvidia.com/mig-*) resources count as slices.
+  - Finding codes (severity) are a stable contract, C(GPU_NOT_ADVERTISED) (error), C(GPU_CAPACITY_MISMATCH) (error),
+    C(GPU_UNHEALTHY) (warning), C(GPU_OVERCOMMIT) (error), C(GPU_POD_PENDING) (error),
+    C(GPU_POD_ADMISSION_FAILED) (error), C(GPU_POD_NO_TOLERATION) (error), C(GPU_NODE_NOT_TAINTED) (warning),
+    C(GPU_NODE_UNLABELED) (warning), C(NON_GPU_POD_ON_GPU_NODE) (warning), C(GPU_NODE_NOT_READY) (error),
+    C(GPU_IDLE) (info).
+author:
+  - aiinfra.k3s developers (@aiinfra)
+options:
+  kubeconfig:
+    description: Path of the kubeconfig; defaults to C(KUBECONFIG) or C(~/.kube/config). Ignored with files.
+    type: path
+  context:
+    description: Context of the kubeconfig to use.
+    type: str
+  validate_certs:
+    description: Verify the API server certificate.
+    type: bool
+    default: true
+  nodes_file:
+    description: Output of C(kubectl get nodes -o json); with O(pods_file), no API is contacted.
+    type: path
+  pods_file:
+    description: Output of C(kubectl get pods -A -o json).
+    type: path
+  page_size:
+    description: Items per LIST page.
+    type: int
+    default: 500
+  expected_gpus:
+    description:
+      - Node name to physical GPU count (for example from M(aiinfra.k3s.gpu_facts)), or to a mapping with
+        C(physical) and C(mig_slices). Without an entry the C(nvidia.com/gpu.count) label is used.
+    type: dict
+    default: {}
+  gpu_node_selector:
+    description: Labels that mark GPU nodes.
+    type: dict
+    default: {ai-workload: "true"}
+  gpu_taint:
+    description: Taint GPU nodes carry and GPU pods must tolerate, as C(key=value:Effect).
+    type: str
+    default: nvidia.com/gpu=present:NoSchedule
+  allowed_pods:
+    description:
+      - Pods that may run on GPU nodes without requesting a GPU (the site's own placement choices), each a mapping
+        of C(namespace), C(name_prefix) and/or C(labels); a pod matching every key of one rule is allowed.
+    type: list
+    elements: dict
+    default: []
+  system_namespaces:
+    description: Namespaces whose pods are never reported as C(NON_GPU_POD_ON_GPU_NODE).
+    type: list
+    elements: str
+    default: [kube-system, kube-public, kube-node-lease, gpu-operator, nvidia-gpu-operator]
+  fail_on:
+    description: Severities that fail the task; C([]) never fails. Results are returned either way.
+    type: list
+    elements: str
+    choices: [error, warning, info]
+    default: [error]
+requirements:
+  - kubernetes (Python client) when reading from the API
+extends_documentation_fragment:
+  - aiinfra.k3s.attributes.read_only
+"""
+
+EXAMPLES = r"""
+- name: Check GPU allocation on the live cluster
+  aiinfra.k3s.gpu_allocation_info:
+    kubeconfig: ~/.kube/aiinfra-gamorcloud.yaml
+    expected_gpus:
+      gx10-db4d: 1
+  delegate_to: localhost
+  register: gpu
+
+- name: Analyse a support bundle offline, never failing
+  aiinfra.k3s.gpu_allocation_info:
+    nodes_file: bundle/nodes.json
+    pods_file: bundle/pods.json
+    fail_on: []
+  register: gpu
+"""
+
+RETURN = r"""
+nodes:
+  description: One entry per GPU node.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {name: gx10-db4d, ready: true, schedulable: true, physical: 1, expected: 1, capacity: 1, allocatable: 1,
+       requested: 1, free: 0, replicas: 1, gpu_pods: 1,
+       resources: {capacity: {nvidia.com/gpu: 1}, allocatable: {nvidia.com/gpu: 1}, requested: {nvidia.com/gpu: 1}}}
+gpu_pods:
+  description: Pods that request GPUs.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {namespace: ia-services-payed, name: vllm-0, node: gx10-db4d, phase: Running, gpus: 1,
+       resources: {nvidia.com/gpu: 1}}
+summary:
+  description: Totals over the GPU nodes, GPU pod count, pending GPU pods and findings per severity.
+  returned: always
+  type: dict
+  sample: {nodes: 1, physical: 1, capacity: 1, allocatable: 1, requested: 1, free: 0, gpu_pods: 1, pending: 0,
+           findings: {error: 0, warning: 0, info: 0}}
+findings:
+  description: Every disagreement found, errors first.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {code: GPU_IDLE, severity: info, node: gx10-db4d, pod: null,
+       message: gx10-db4d has 1 allocatable GPU device(s) that no pod requests}
+source:
+  description: Where the objects came from (C(api) or C(files)) and how many LIST pages were read.
+  returned: always
+  type: dict
+"""
+
+import json
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils.gpu_allocation import analyze, failing
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s_list import list_all, load_list_file
+
+try:
+    from kubernetes import config as kube_config
+
+    HAS_KUBERNETES = True
+except ImportError:
+    HAS_KUBERNETES = False
+
+
+def api_lists(params):
+    """Nodes and pods through the API, one paginated LIST per kind; raw JSON, no model objects."""
+    client = kube_config.new_client_from_config(config_file=params["kubeconfig"], context=params["context"])
+    client.configuration.verify_ssl = params["validate_certs"]
+
+    def pager(path):
+        def fetch(limit, token):
+            query = [("limit", limit)] + ([("continue", token)] if token else [])
+            response = client.call_api(
+                path,
+                "GET",
+                query_params=query,
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _return_http_data_only=True,
+                _request_timeout=60,
+            )
+            return json.loads(response.data)
+
+        return fetch
+
+    nodes, node_pages = list_all(pager("/api/v1/nodes"), params["page_size"])
+    pods, pod_pages = list_all(pager("/api/v1/pods"), params["page_size"])
+    return nodes, pods, {"type": "api", "pages": {"nodes": node_pages, "pods": pod_pages}}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            kubeconfig=dict(type="path"),
+            context=dict(type="str"),
+            validate_certs=dict(type="bool", default=True),
+            nodes_file=dict(type="path"),
+            pods_file=dict(type="path"),
+            page_size=dict(type="int", default=500),
+            expected_gpus=dict(type="dict", default={}),
+            gpu_node_selector=dict(type="dict", default={"ai-workload": "true"}),
+            gpu_taint=dict(type="str", default="nvidia.com/gpu=present:NoSchedule"),
+            allowed_pods=dict(type="list", elements="dict", default=[]),
+            system_namespaces=dict(
+                type="list",
+                elements="str",
+                default=["kube-system", "kube-public", "kube-node-lease", "gpu-operator", "nvidia-gpu-operator"],
+            ),
+            fail_on=dict(type="list", elements="str", choices=["error", "warning", "info"], default=["error"]),
+        ),
+        required_together=[("nodes_file", "pods_file")],
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        if p["nodes_file"]:
+            nodes, pods = load_list_file(p["nodes_file"]), load_list_file(p["pods_file"])
+            source = {"type": "files", "nodes_file": p["nodes_file"], "pods_file": p["pods_file"]}
+        else:
+            if not HAS_KUBERNETES:
+                module.fail_json(msg=missing_required_lib("kubernetes"))
+            nodes, pods, source = api_lists(p)
+        result = analyze(
+            nodes,
+            pods,
+            p["expected_gpus"],
+            p["gpu_node_selector"],
+            p["gpu_taint"],
+            p["allowed_pods"],
+            p["system_namespaces"],
+        )
+    except Exception as exc:  # one error path: what could not be read, and why
+        module.fail_json(
+            msg="GPU allocation could not be analysed (%s): %s"
+            % ("files" if p["nodes_file"] else "Kubernetes API", exc)
+        )
+    result["source"] = source
+    bad = failing(result["findings"], p["fail_on"])
+    if bad:
+        module.fail_json(
+            msg="%d GPU finding(s) at severity %s: %s"
+            % (
+                len(bad),
+                "/".join(p["fail_on"]),
+                "; ".join("%s %s" % (f["code"], f["node"] or f["pod"]) for f in bad[:10]),
+            ),
+            changed=False,
+            **result,
+        )
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()
