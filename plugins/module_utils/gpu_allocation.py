@@ -449,3 +449,56 @@ def _fmt(resources):
 
 def failing(findings, fail_on):
     return [f for f in findings if f["severity"] in (fail_on or [])]
+
+
+def table(result, hardware=None):
+    """Lines of a per-node table a person reads at a glance, then the findings, errors first."""
+    hardware = hardware or {}
+    header = ("NODE", "READY", "HW", "EXPECTED", "CAPACITY", "ALLOCATABLE", "REQUESTED", "FREE", "PODS", "STATUS")
+    worst = {}
+    for f in result["findings"]:
+        if f["node"] and f["severity"] != "info":
+            worst.setdefault(f["node"], []).append(f["code"])
+    rows = [header]
+    for n in result["nodes"]:
+        ready = "yes" if n["ready"] and n["schedulable"] else ("cordoned" if n["ready"] else "NO")
+        hw = hardware.get(n["name"], n["physical"])
+        if isinstance(hw, dict):  # gpu_expected entries: {physical, mig_slices}
+            hw = hw.get("physical")
+        rows.append(
+            (
+                n["name"],
+                ready,
+                "-" if hw is None else str(hw),
+                "-" if n["expected"] is None else str(n["expected"]),
+                str(n["capacity"]),
+                str(n["allocatable"]),
+                str(n["requested"]),
+                str(n["free"]),
+                str(n["gpu_pods"]),
+                ",".join(worst.get(n["name"], [])) or "OK",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in rows]
+    s = result["summary"]
+    lines.append(
+        "TOTAL: %d GPU node(s), %d expected device(s) on %d physical GPU(s), %d allocatable, %d requested, "
+        "%d free; %d GPU pod(s), %d pending; findings: %d error, %d warning, %d info"
+        % (
+            s["nodes"],
+            sum(n["expected"] or 0 for n in result["nodes"]),
+            s["physical"],
+            s["allocatable"],
+            s["requested"],
+            s["free"],
+            s["gpu_pods"],
+            s["pending"],
+            s["findings"]["error"],
+            s["findings"]["warning"],
+            s["findings"]["info"],
+        )
+    )
+    for f in result["findings"]:
+        lines.append("%-7s %s %s" % (f["severity"].upper(), f["code"], f["message"]))
+    return lines

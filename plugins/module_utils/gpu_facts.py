@@ -132,3 +132,16 @@ def empty_facts(status, message):
         "driver_version": None,
         "cuda_version": None,
     }
+
+
+def expected_from_facts(host_facts):
+    """{node name: {physical, mig_slices}} from {host: ansible_facts} of hosts whose GPUs could be read.
+    The node name is the kernel host name (K3s's default node name), else the inventory name."""
+    expected = {}
+    for host, facts in host_facts.items():
+        gpus = (facts or {}).get("aiinfra_gpus") or {}
+        if gpus.get("status") != "ok":
+            continue
+        name = facts.get("nodename") or host
+        expected[name] = {"physical": gpus.get("count", 0), "mig_slices": len(gpus.get("mig_devices") or [])}
+    return expected

@@ -139,14 +139,17 @@ source:
 """
 
 import json
+from urllib.parse import urlencode
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.urls import open_url
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.gpu_allocation import analyze, failing
 from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s_list import list_all, load_list_file
 
 try:
     from kubernetes import config as kube_config
+    from kubernetes.client import Configuration
 
     HAS_KUBERNETES = True
 except ImportError:
@@ -154,24 +157,34 @@ except ImportError:
 
 
 def api_lists(params):
-    """Nodes and pods through the API, one paginated LIST per kind; raw JSON, no model objects."""
-    client = kube_config.new_client_from_config(config_file=params["kubeconfig"], context=params["context"])
-    client.configuration.verify_ssl = params["validate_certs"]
+    """Nodes and pods through the API, one paginated LIST per kind, as raw JSON (no model objects).
+
+    The kubernetes client only reads the kubeconfig (server, token or client certificate, CA); the
+    requests go through Ansible's open_url, which is stable across client versions.
+    """
+    conf = Configuration()
+    kube_config.load_kube_config(
+        config_file=params["kubeconfig"], context=params["context"], client_configuration=conf, persist_config=False
+    )
+    headers = {"Accept": "application/json"}
+    for setting in conf.auth_settings().values():
+        if setting.get("in") == "header" and setting.get("value"):
+            headers[setting["key"]] = setting["value"]
+    host = conf.host.rstrip("/")
 
     def pager(path):
         def fetch(limit, token):
             query = [("limit", limit)] + ([("continue", token)] if token else [])
-            response = client.call_api(
-                path,
-                "GET",
-                query_params=query,
-                header_params={"Accept": "application/json"},
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _return_http_data_only=True,
-                _request_timeout=60,
+            response = open_url(
+                "%s%s?%s" % (host, path, urlencode(query)),
+                headers=headers,
+                timeout=60,
+                validate_certs=params["validate_certs"] and conf.verify_ssl,
+                ca_path=conf.ssl_ca_cert,
+                client_cert=conf.cert_file,
+                client_key=conf.key_file,
             )
-            return json.loads(response.data)
+            return json.loads(response.read())
 
         return fetch
 
