@@ -145,7 +145,7 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.urls import open_url
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.gpu_allocation import analyze, failing
-from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s_list import list_all, load_list_file
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s_list import iter_all, iter_list_file, list_all
 
 try:
     from kubernetes import config as kube_config
@@ -189,8 +189,10 @@ def api_lists(params):
         return fetch
 
     nodes, node_pages = list_all(pager("/api/v1/nodes"), params["page_size"])
-    pods, pod_pages = list_all(pager("/api/v1/pods"), params["page_size"])
-    return nodes, pods, {"type": "api", "pages": {"nodes": node_pages, "pods": pod_pages}}
+    pod_stats = {}
+    # Pods are analysed as their pages arrive: only one page is held at a time.
+    pods = iter_all(pager("/api/v1/pods"), params["page_size"], pod_stats)
+    return nodes, pods, {"type": "api", "pages": {"nodes": node_pages, "pods": pod_stats}}
 
 
 def main():
@@ -219,7 +221,8 @@ def main():
     p = module.params
     try:
         if p["nodes_file"]:
-            nodes, pods = load_list_file(p["nodes_file"]), load_list_file(p["pods_file"])
+            nodes = list(iter_list_file(p["nodes_file"]))
+            pods = iter_list_file(p["pods_file"])  # decoded one pod at a time while analysed
             source = {"type": "files", "nodes_file": p["nodes_file"], "pods_file": p["pods_file"]}
         else:
             if not HAS_KUBERNETES:
@@ -239,6 +242,8 @@ def main():
             msg="GPU allocation could not be analysed (%s): %s"
             % ("files" if p["nodes_file"] else "Kubernetes API", exc)
         )
+    if source["type"] == "api":
+        source["pages"]["pods"] = source["pages"]["pods"].get("pages", 0)
     result["source"] = source
     bad = failing(result["findings"], p["fail_on"])
     if bad:
