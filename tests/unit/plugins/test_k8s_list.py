@@ -36,7 +36,7 @@ def test_null_items_single_object_and_garbage():
 def test_iter_list_file_errors_name_the_file(tmp_path):
     bad = tmp_path / "pods.json"
     bad.write_text('{"items": [{"a": ')
-    with pytest.raises(kl.ListError, match="cannot parse .*pods.json"):
+    with pytest.raises(kl.ListError, match=r"cannot parse .*pods\.json"):
         list(kl.iter_list_file(str(bad)))
     with pytest.raises(kl.ListError, match="cannot read"):
         list(kl.iter_list_file(str(tmp_path / "missing.json")))
