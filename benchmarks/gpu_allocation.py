@@ -157,7 +157,7 @@ def main():
             collections=str(ROOT / ".cache" / "collections"), nodes=str(tmp / "nodes.json"), pods=str(tmp / "pods.json")
         )
         runs = []
-        for _ in range(args.repeat):
+        for _run in range(args.repeat):
             out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
             runs.append(json.loads(out))
         for n, r in enumerate(runs, 1):

@@ -110,10 +110,10 @@ def test_api_pagination_one_list_per_kind(api_server, tmp_path):
     )
     assert rc == 0, result.get("msg")
     assert result["source"] == {"type": "api", "pages": {"nodes": 2, "pods": 3}}
-    paths = [p for p, _ in RecordedApi.requests]
+    paths = [request[0] for request in RecordedApi.requests]
     assert paths == ["/api/v1/nodes"] * 2 + ["/api/v1/pods"] * 3  # never one call per node
     assert [q.get("continue") for p, q in RecordedApi.requests if p == "/api/v1/pods"] == [None, ["1"], ["2"]]
-    assert all(q["limit"] == ["1"] for _, q in RecordedApi.requests)
+    assert all(query["limit"] == ["1"] for _path, query in RecordedApi.requests)
     assert [f["code"] for f in result["findings"]] == ["NON_GPU_POD_ON_GPU_NODE"]
 
 
