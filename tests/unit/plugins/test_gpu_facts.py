@@ -68,3 +68,17 @@ def test_mixed_driver_versions_are_all_reported():
         "1, GPU-b, NVIDIA L4, 23034, [N/A], 550.90.07, 00000000:02:00.0\n"
     )
     assert gf.build_facts(out)["driver_version"] == ["550.54.15", "550.90.07"]
+
+
+def test_expected_from_facts_uses_node_names_and_skips_unreadable_hosts():
+    ok = gf.build_facts(
+        "0, GPU-a, NVIDIA A100-SXM4-80GB, 81920, Enabled, 535.183.01, 00000000:07:00.0\n",
+        "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-a)\n  MIG 1g.10gb     Device  0: (UUID: MIG-1)\n"
+        "  MIG 1g.10gb     Device  1: (UUID: MIG-2)\n",
+    )
+    facts = {
+        "gx10-db4d": {"nodename": "gx10-db4d.lan", "aiinfra_gpus": ok},
+        "lab-gpu-1": {"nodename": "lab-gpu-1", "aiinfra_gpus": gf.empty_facts("no_nvidia_smi", "none")},
+        "not-gathered": {},
+    }
+    assert gf.expected_from_facts(facts) == {"gx10-db4d.lan": {"physical": 1, "mig_slices": 2}}
