@@ -1,5 +1,8 @@
 """Make `ansible_collections.aiinfra.k3s` importable from the working tree and load YAML cases."""
 
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -33,3 +36,46 @@ def root():
 def tool(name):
     """A console script of the venv running the tests (ansible-playbook, ansible), whatever PATH says."""
     return str(Path(sys.executable).parent / name)
+
+
+def ansible_env(callback="ansible.posix.json"):
+    """Environment for running the working tree's collection with the venv's Ansible, JSON output."""
+    return dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_STDOUT_CALLBACK=callback,
+        ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+        ANSIBLE_NOCOLOR="1",
+        NO_PROXY="127.0.0.1",
+        no_proxy="127.0.0.1",
+        ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS),
+    )
+
+
+def run_playbook(name, inventory, callback="ansible.posix.json"):
+    """Run playbooks/<name> on the controller; returns the process and, with the JSON callback, its result."""
+    proc = subprocess.run(
+        [tool("ansible-playbook"), str(ROOT / "playbooks" / name), "-i", str(inventory)],
+        capture_output=True,
+        text=True,
+        env=ansible_env(callback),
+        cwd=ROOT,
+        timeout=180,
+        check=False,
+    )
+    return proc, (json.loads(proc.stdout) if callback.endswith("json") else None)
+
+
+def run_module(module, args, check=False):
+    """Run a collection module on localhost as Ansible does; returns (rc, the module's result)."""
+    argv = [tool("ansible"), "localhost", "-m", module, "-a", json.dumps(args)] + (["--check"] if check else [])
+    proc = subprocess.run(argv, capture_output=True, text=True, env=ansible_env(), cwd=ROOT, timeout=120, check=False)
+    return proc.returncode, json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
+def write_inventory(directory, inventory, group_vars=None):
+    """hosts.yml (and group_vars/all.yml) in `directory`; returns the directory."""
+    (directory / "group_vars").mkdir(parents=True, exist_ok=True)
+    (directory / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    (directory / "group_vars" / "all.yml").write_text(yaml.safe_dump(group_vars or {}))
+    return directory

@@ -1,54 +1,28 @@
 """playbooks/k3s.yml refuses a bad airgap bundle on the controller, before any node is contacted."""
 
-import json
-import os
-import subprocess
-
 import pytest
-import yaml
-from conftest import ROOT, tool
+from conftest import run_playbook, write_inventory
 from make_test_airgap import make_bundle
 
 
 def run_k3s(tmp_path, bundle):
-    inv = tmp_path / "inv"
-    inv.mkdir()
     # Nodes that cannot be reached: ssh is replaced by /bin/false, so nothing can be installed anywhere.
     node = {"ansible_ssh_executable": "/bin/false"}
-    (inv / "hosts.yml").write_text(
-        yaml.safe_dump(
-            {
-                "all": {
-                    "vars": {
-                        "k3s_token": "0123456789abcdef0123456789abcdef-test",
-                        "k3s_install_mode": "airgap",
-                        "k3s_airgap_dir": str(bundle),
-                    },
-                    "children": {
-                        "k3s_servers": {"hosts": {"cp-1": {**node, "ansible_host": "127.0.0.2"}}},
-                        "k3s_agents": {"hosts": {"gpu-1": {**node, "ansible_host": "127.0.0.3"}}},
-                        "gpu_nodes": {"hosts": {"gpu-1": {}}},
-                    },
-                }
+    inventory = {
+        "all": {
+            "children": {
+                "k3s_servers": {"hosts": {"cp-1": {**node, "ansible_host": "127.0.0.2"}}},
+                "k3s_agents": {"hosts": {"gpu-1": {**node, "ansible_host": "127.0.0.3"}}},
+                "gpu_nodes": {"hosts": {"gpu-1": {}}},
             }
-        )
-    )
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-        ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".cache" / "collections"),
-    )
-    proc = subprocess.run(
-        [tool("ansible-playbook"), str(ROOT / "playbooks" / "k3s.yml"), "-i", str(inv)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=120,
-        check=False,
-    )
-    return proc, json.loads(proc.stdout)
+        }
+    }
+    all_vars = {
+        "k3s_token": "0123456789abcdef0123456789abcdef-test",
+        "k3s_install_mode": "airgap",
+        "k3s_airgap_dir": str(bundle),
+    }
+    return run_playbook("k3s.yml", write_inventory(tmp_path / "inv", inventory, all_vars))
 
 
 @pytest.mark.slow

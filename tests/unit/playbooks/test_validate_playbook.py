@@ -1,35 +1,14 @@
 """Run playbooks/validate.yml for real against inventories written by the test (controller only)."""
 
 import itertools
-import os
-import subprocess
 
 import pytest
-import yaml
-from conftest import tool
+from conftest import run_playbook, write_inventory
 
 
-def run_validate(root, tmp_path, inventory, group_vars=None):
-    inv_dir = tmp_path / "inv"
-    (inv_dir / "group_vars").mkdir(parents=True)
-    (inv_dir / "hosts.yml").write_text(yaml.safe_dump(inventory))
+def run_validate(tmp_path, inventory, group_vars=None):
     all_vars = {"k3s_token": "0123456789abcdef0123456789abcdef-test", **(group_vars or {})}
-    (inv_dir / "group_vars" / "all.yml").write_text(yaml.safe_dump(all_vars))
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(root / "ansible.cfg"),
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_COLLECTIONS_PATH=str(root / ".cache" / "collections"),
-    )
-    return subprocess.run(
-        [tool("ansible-playbook"), str(root / "playbooks" / "validate.yml"), "-i", str(inv_dir)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=root,
-        timeout=120,
-        check=False,
-    )
+    return run_playbook("validate.yml", write_inventory(tmp_path / "inv", inventory, all_vars), callback="default")[0]
 
 
 ADDRESSES = itertools.count(2)  # distinct loopback addresses, so no duplicate-IP problem is reported
@@ -45,7 +24,7 @@ def hosts(*names):
 
 
 @pytest.mark.slow
-def test_sound_inventory_passes_without_touching_hosts(root, tmp_path):
+def test_sound_inventory_passes_without_touching_hosts(tmp_path):
     inv = {
         "all": {
             "children": {
@@ -55,7 +34,7 @@ def test_sound_inventory_passes_without_touching_hosts(root, tmp_path):
             }
         }
     }
-    proc = run_validate(root, tmp_path, inv)
+    proc = run_validate(tmp_path, inv)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Inventory sound: 1 server(s), 1 agent(s), 1 GPU node(s)" in proc.stdout
     recap = proc.stdout.split("PLAY RECAP")[1]
@@ -63,10 +42,9 @@ def test_sound_inventory_passes_without_touching_hosts(root, tmp_path):
 
 
 @pytest.mark.slow
-def test_every_problem_reported_at_once_with_custom_group_names(root, tmp_path):
+def test_every_problem_reported_at_once_with_custom_group_names(tmp_path):
     inv = {"all": {"children": {"cp": hosts("cp-1", "cp-2"), "workers": hosts("w_1"), "accel": hosts("gpu-9")}}}
     proc = run_validate(
-        root,
         tmp_path,
         inv,
         {"aiinfra_server_group": "cp", "aiinfra_agent_group": "workers", "aiinfra_gpu_group": "accel"},

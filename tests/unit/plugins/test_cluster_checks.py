@@ -1,13 +1,9 @@
 """The table of bad inventories (data/cluster_checks.yml), checked by the plain functions and by
 running playbooks/validate.yml for real on the controller."""
 
-import json
-import os
-import subprocess
-
 import pytest
 import yaml
-from conftest import DATA, ROOT, load_cases, tool
+from conftest import DATA, ROOT, load_cases, run_playbook, write_inventory
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_check import check_cluster, format_problems
 
@@ -33,32 +29,13 @@ def test_check_cluster(case):
 
 
 def run_validate(tmp_path, case):
-    inv = tmp_path / "inv"
-    (inv / "group_vars").mkdir(parents=True)
     groups = {"k3s_servers": {"hosts": {}}, "k3s_agents": {"hosts": {}}, "gpu_nodes": {"hosts": {}}}
     for host, role in case["hosts"].items():
         # Any connection attempt would run /bin/false instead of ssh and show as unreachable: no traffic at all.
         hv = {"ansible_ssh_executable": "/bin/false", **case["vars"].get(host, {})}
         groups["k3s_servers" if role == "server" else "k3s_agents"]["hosts"][host] = hv
-    (inv / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": groups}}))
     all_vars = {"k3s_token": VALID_TOKEN, **(case["vars"].get("all") or {})}
-    (inv / "group_vars" / "all.yml").write_text(yaml.safe_dump(all_vars))
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-        ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".cache" / "collections"),
-    )
-    proc = subprocess.run(
-        [tool("ansible-playbook"), str(ROOT / "playbooks" / "validate.yml"), "-i", str(inv)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=120,
-        check=False,
-    )
-    return proc, json.loads(proc.stdout)
+    return run_playbook("validate.yml", write_inventory(tmp_path / "inv", {"all": {"children": groups}}, all_vars))
 
 
 def failure_messages(result):

@@ -2,16 +2,15 @@
 List responses page by page with `continue` tokens; the module runs as Ansible runs it."""
 
 import json
-import os
-import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 import yaml
-from conftest import DATA, ROOT, tool
+from conftest import DATA, run_module
 
+MODULE = "aiinfra.k3s.gpu_allocation_info"
 SNAPSHOT = next(
     c for c in yaml.safe_load((DATA / "gpu_cluster.yml").read_text())["cases"] if c["id"] == "non-gpu-pod-on-gpu-node"
 )
@@ -75,38 +74,17 @@ def kubeconfig(tmp_path, port):
     return path
 
 
-def run_module(args):
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-        ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-        NO_PROXY="127.0.0.1",
-        no_proxy="127.0.0.1",
-        ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".cache" / "collections"),
-    )
-    proc = subprocess.run(
-        [tool("ansible"), "localhost", "-m", "aiinfra.k3s.gpu_allocation_info", "-a", json.dumps(args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=120,
-        check=False,
-    )
-    return proc.returncode, json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
-
-
 @pytest.mark.slow
 def test_api_pagination_one_list_per_kind(api_server, tmp_path):
     port = api_server.server_address[1]
     rc, result = run_module(
+        MODULE,
         {
             "kubeconfig": str(kubeconfig(tmp_path, port)),
             "page_size": 1,
             "expected_gpus": {"gx10-db4d": 1},
             "fail_on": [],
-        }
+        },
     )
     assert rc == 0, result.get("msg")
     assert result["source"] == {"type": "api", "pages": {"nodes": 2, "pods": 3}}
@@ -120,7 +98,10 @@ def test_api_pagination_one_list_per_kind(api_server, tmp_path):
 @pytest.mark.slow
 def test_fail_on_warning_fails_and_still_returns_results(api_server, tmp_path):
     port = api_server.server_address[1]
-    rc, result = run_module({"kubeconfig": str(kubeconfig(tmp_path, port)), "fail_on": ["error", "warning"]})
+    rc, result = run_module(
+        "aiinfra.k3s.gpu_allocation_info",
+        {"kubeconfig": str(kubeconfig(tmp_path, port)), "fail_on": ["error", "warning"]},
+    )
     assert rc != 0 and result["failed"]
     assert result["msg"].startswith("1 GPU finding(s) at severity error/warning: NON_GPU_POD_ON_GPU_NODE")
     assert result["summary"]["nodes"] == 1 and result["nodes"][0]["name"] == "gx10-db4d"
@@ -128,7 +109,7 @@ def test_fail_on_warning_fails_and_still_returns_results(api_server, tmp_path):
 
 @pytest.mark.slow
 def test_unreachable_api_is_one_clear_error(tmp_path):
-    rc, result = run_module({"kubeconfig": str(kubeconfig(tmp_path, 1))})
+    rc, result = run_module(MODULE, {"kubeconfig": str(kubeconfig(tmp_path, 1))})
     assert rc != 0
     assert result["msg"].startswith("GPU allocation could not be analysed (Kubernetes API):")
 
@@ -138,7 +119,7 @@ def test_files_path(tmp_path):
     (tmp_path / "nodes.json").write_text(json.dumps(SNAPSHOT["nodes"]))
     (tmp_path / "pods.json").write_text(json.dumps(SNAPSHOT["pods"]))
     rc, result = run_module(
-        {"nodes_file": str(tmp_path / "nodes.json"), "pods_file": str(tmp_path / "pods.json"), "fail_on": []}
+        MODULE, {"nodes_file": str(tmp_path / "nodes.json"), "pods_file": str(tmp_path / "pods.json"), "fail_on": []}
     )
     assert rc == 0 and result["source"]["type"] == "files"
     assert [f["code"] for f in result["findings"]] == ["NON_GPU_POD_ON_GPU_NODE"]

@@ -1,9 +1,5 @@
-import json
-import os
-import subprocess
-
 import pytest
-from conftest import ROOT, tool
+from conftest import run_module
 from make_test_airgap import make_bundle
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils import k3s_release as rel
@@ -90,30 +86,14 @@ def test_arm64_bundle(tmp_path):
     assert rel.verify_release(str(tmp_path), ["arm64"])["arm64"]["binary"]["path"].endswith("k3s-arm64")
 
 
-def run_module(args):
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-        ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-        ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".cache" / "collections"),
-    )
-    proc = subprocess.run(
-        [tool("ansible"), "localhost", "-m", "aiinfra.k3s.k3s_release_info", "-a", json.dumps(args), "--check"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=60,
-        check=False,
-    )
-    return proc.returncode, json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
-
-
 @pytest.mark.slow
 def test_module_reports_artifacts_in_check_mode(tmp_path):
     make_bundle(tmp_path)
-    rc, result = run_module({"path": str(tmp_path), "architectures": ["x86_64"], "require_images": True})
+    rc, result = run_module(
+        "aiinfra.k3s.k3s_release_info",
+        {"path": str(tmp_path), "architectures": ["x86_64"], "require_images": True},
+        check=True,
+    )
     assert rc == 0 and result["changed"] is False
     assert set(result["artifacts"]) == {"amd64"}
 
@@ -121,6 +101,6 @@ def test_module_reports_artifacts_in_check_mode(tmp_path):
 @pytest.mark.slow
 def test_module_fails_on_tampered_binary_naming_the_file(tmp_path):
     make_bundle(tmp_path, tamper="binary")
-    rc, result = run_module({"path": str(tmp_path)})
+    rc, result = run_module("aiinfra.k3s.k3s_release_info", {"path": str(tmp_path)})
     assert rc != 0 and result["failed"]
     assert result["msg"].startswith(f"K3s artifacts in {tmp_path} cannot be used: {tmp_path}/k3s does not match")
