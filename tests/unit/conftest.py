@@ -52,10 +52,10 @@ def ansible_env(callback="ansible.posix.json"):
     )
 
 
-def run_playbook(name, inventory, callback="ansible.posix.json"):
+def run_playbook(name, inventory, callback="ansible.posix.json", extra=()):
     """Run playbooks/<name> on the controller; returns the process and, with the JSON callback, its result."""
     proc = subprocess.run(
-        [tool("ansible-playbook"), str(ROOT / "playbooks" / name), "-i", str(inventory)],
+        [tool("ansible-playbook"), str(ROOT / "playbooks" / name), "-i", str(inventory), *extra],
         capture_output=True,
         text=True,
         env=ansible_env(callback),

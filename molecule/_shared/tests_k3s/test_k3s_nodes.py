@@ -118,3 +118,24 @@ def test_unit_passes_systemd_analyze_and_is_not_started(host):
 @pytest.mark.parametrize("key", ["net.ipv4.ip_forward", "net.bridge.bridge-nf-call-iptables"])
 def test_prereq_sysctls(host, key):
     assert host.sysctl(key) == 1
+
+
+def test_model_store_on_gpu_nodes_only(host):
+    store = host.file("/data/model-registry")
+    if name_of(host) in GPU:
+        assert store.is_directory and store.mode == 0o755 and store.user == "root"
+    else:
+        assert not store.exists
+
+
+def test_serving_manifests_wait_on_the_first_server(host):
+    manifests = host.file("/var/lib/rancher/k3s/server/manifests/aiinfra-vllm.yaml")
+    if name_of(host) != SERVERS[0]:
+        assert not manifests.exists
+        return
+    assert (manifests.user, manifests.mode) == ("root", 0o600)
+    kinds = [d["kind"] for d in yaml.safe_load_all(manifests.content_string) if d]
+    assert kinds == ["Deployment", "Service"]
+    storage = host.file("/var/lib/rancher/k3s/server/manifests/aiinfra-model-registry.yaml").content_string
+    kinds = [d["kind"] for d in yaml.safe_load_all(storage) if d]
+    assert kinds == ["Namespace", "StorageClass"] + ["PersistentVolume"] * len(GPU) + ["PersistentVolumeClaim"]

@@ -7,7 +7,7 @@ from conftest import run_playbook, write_inventory
 
 
 def run_validate(tmp_path, inventory, group_vars=None):
-    all_vars = {"k3s_token": "0123456789abcdef0123456789abcdef-test", **(group_vars or {})}
+    all_vars = {"k3s_token": "0123456789abcdef0123456789abcdef-test", "vllm_models": [], **(group_vars or {})}
     return run_playbook("validate.yml", write_inventory(tmp_path / "inv", inventory, all_vars), callback="default")[0]
 
 
@@ -55,3 +55,25 @@ def test_every_problem_reported_at_once_with_custom_group_names(tmp_path):
     assert "cp-1,cp-2: aiinfra_server_group" in out
     assert "gpu-9: aiinfra_gpu_group" in out
     assert "w_1: inventory_hostname" in out
+
+
+@pytest.mark.slow
+def test_impossible_model_plan_is_reported_with_the_other_problems(tmp_path):
+    inv = {
+        "all": {
+            "children": {
+                "k3s_servers": hosts("cp-1", "cp-2"),
+                "k3s_agents": hosts("gx10-db4d"),
+                "gpu_nodes": {"hosts": {"gx10-db4d": {"aiinfra_gpu_count": 1}}},
+            }
+        }
+    }
+    model = {"served_name": "big", "path": "m", "tensor_parallel_size": 2, "image": "vllm/vllm-openai:latest"}
+    proc = run_validate(tmp_path, inv, {"vllm_models": [model]})
+    assert proc.returncode != 0
+    out = " ".join(proc.stdout.split())
+    assert "The inventory has 4 problem(s)" in out, out
+    assert "cp-1,cp-2: aiinfra_server_group: 2 servers" in out
+    assert "the models request 2 GPUs in all but the cluster has 1" in out
+    assert "big: tensor_parallel_size 2 is larger than the GPUs of any node (at most 1)" in out
+    assert "big: image 'vllm/vllm-openai:latest' is not pinned" in out

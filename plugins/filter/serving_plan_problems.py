@@ -1,0 +1,68 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.k3s developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+DOCUMENTATION = r"""
+name: serving_plan_problems
+short_description: Reject a model-serving plan that cannot work, before anything is touched
+version_added: 0.1.0
+description:
+  - Tensor-parallel size larger than the GPUs of any node, more GPUs requested than the cluster has (GPUs from
+    the inventory times time-slicing replicas), unpinned images, duplicate served names, model paths missing
+    from the store.
+options:
+  _input:
+    description: The vLLM model list.
+    type: list
+    elements: dict
+    required: true
+  gpu_nodes:
+    description: GPU node name to its GPU count.
+    type: dict
+    required: true
+  default_image:
+    description: Image of models that do not set one.
+    type: str
+    required: true
+  replicas_per_gpu:
+    description: Time-slicing replicas per GPU.
+    type: int
+    default: 1
+  store_paths:
+    description: Model paths present in the store; null when unknown.
+    type: list
+    elements: str
+"""
+
+EXAMPLES = r"""
+- name: Refuse an impossible plan
+  ansible.builtin.assert:
+    that: problems | length == 0
+    fail_msg: "{{ problems }}"
+  vars:
+    problems: "{{ vllm_models | aiinfra.k3s.serving_plan_problems({'gx10-db4d': 1}, vllm_image) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: One line per problem; empty when the plan fits.
+  type: list
+  elements: str
+"""
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import plan_problems
+
+
+def serving_plan_problems(models, gpu_nodes, default_image, replicas_per_gpu=1, store_paths=None):
+    return plan_problems(
+        list(models),
+        {k: int(v) for k, v in gpu_nodes.items()},
+        default_image,
+        int(replicas_per_gpu),
+        None if store_paths is None else set(store_paths),
+    )
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"serving_plan_problems": serving_plan_problems}
