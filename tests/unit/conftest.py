@@ -76,6 +76,6 @@ def run_module(module, args, check=False):
 def write_inventory(directory, inventory, group_vars=None):
     """hosts.yml (and group_vars/all.yml) in `directory`; returns the directory."""
     (directory / "group_vars").mkdir(parents=True, exist_ok=True)
-    (directory / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    (directory / "hosts.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))  # keep inventory order
     (directory / "group_vars" / "all.yml").write_text(yaml.safe_dump(group_vars or {}))
     return directory

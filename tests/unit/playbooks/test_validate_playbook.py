@@ -1,9 +1,11 @@
 """Run playbooks/validate.yml for real against inventories written by the test (controller only)."""
 
 import itertools
+import subprocess
 
 import pytest
-from conftest import run_playbook, write_inventory
+import yaml
+from conftest import ROOT, ansible_env, run_playbook, tool, write_inventory
 
 
 def run_validate(tmp_path, inventory, group_vars=None):
@@ -77,3 +79,43 @@ def test_impossible_model_plan_is_reported_with_the_other_problems(tmp_path):
     assert "the models request 2 GPUs in all but the cluster has 1" in out
     assert "big: tensor_parallel_size 2 is larger than the GPUs of any node (at most 1)" in out
     assert "big: image 'vllm/vllm-openai:latest' is not pinned" in out
+
+
+@pytest.mark.slow
+def test_first_server_is_the_first_in_inventory_order(tmp_path):
+    """group_by results arrive in any order; the server that initialises the cluster must not."""
+    servers = [f"cp-{n}" for n in (7, 3, 5, 1, 6, 2, 4)]
+    inv = write_inventory(tmp_path / "inv", {"all": {"children": {"k3s_servers": hosts(*servers)}}})
+    playbook = tmp_path / "check.yml"
+    playbook.write_text(
+        yaml.safe_dump(
+            [
+                {"import_playbook": str(ROOT / "playbooks" / "groups.yml")},
+                {
+                    "hosts": "localhost",
+                    "gather_facts": False,
+                    "tasks": [
+                        {
+                            "ansible.builtin.assert": {
+                                "that": [
+                                    "groups['__aiinfra_first_server'] == ['cp-7']",
+                                    "groups['__aiinfra_servers'] | sort == groups['k3s_servers'] | sort",
+                                ]
+                            }
+                        }
+                    ],
+                },
+            ]
+        )
+    )
+    for _ in range(3):
+        proc = subprocess.run(
+            [tool("ansible-playbook"), str(playbook), "-i", str(inv), "--forks", "7"],
+            capture_output=True,
+            text=True,
+            env=ansible_env("default"),
+            cwd=ROOT,
+            timeout=120,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stdout[-2000:]
