@@ -108,7 +108,7 @@ def test_first_server_is_the_first_in_inventory_order(tmp_path):
             ]
         )
     )
-    for _ in range(3):
+    for _attempt in range(3):
         proc = subprocess.run(
             [tool("ansible-playbook"), str(playbook), "-i", str(inv), "--forks", "7"],
             capture_output=True,
