@@ -225,7 +225,7 @@ def model_registry_manifests(nodes, params):
             "reclaimPolicy": "Retain",
         },
     ]
-    for node in nodes:
+    for node in sorted(nodes):  # stable file content whatever order the groups came in
         out.append(
             {
                 "apiVersion": "v1",

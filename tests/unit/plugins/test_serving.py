@@ -209,3 +209,18 @@ def test_time_slicing_counts_in_the_capacity():
 )
 def test_image_pinned(image, ok):
     assert sv.image_pinned(image) is ok
+
+
+def test_manifests_do_not_depend_on_node_order():
+    """Group order can vary between runs; the written file must not, or every run reports a change."""
+    params = {
+        "storage_class": "nvidia-ai-store",
+        "path": "/data/model-registry",
+        "size": "500Gi",
+        "namespace": "ia-services-payed",
+        "claim_name": "model-registry-pvc",
+        "pv_prefix": "model-registry",
+    }
+    assert sv.model_registry_manifests(["gpu-b", "gpu-a"], params) == sv.model_registry_manifests(
+        ["gpu-a", "gpu-b"], params
+    )
