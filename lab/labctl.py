@@ -106,8 +106,13 @@ def node_names(servers: int, gpu_agents: int, prefix: str = PREFIX) -> dict[str,
     return names
 
 
-def render_inventory(nodes: dict[str, dict], key_file: str, known_hosts: str, token: str = "") -> str:
-    """YAML inventory of the lab nodes. Group names match inventories/lab/group_vars/all.yml."""
+def render_inventory(
+    nodes: dict[str, dict], key_file: str, known_hosts: str, secret_vars: dict[str, str] | None = None
+) -> str:
+    """YAML inventory of the lab nodes. Group names match inventories/lab/group_vars/all.yml.
+
+    secret_vars: the lab's random secrets (k3s_token, litellm_master_key), written as variables of all.
+    """
     lines = [
         "---",
         "# Written by lab/labctl.py up; do not edit (make lab-down removes it).",
@@ -117,9 +122,9 @@ def render_inventory(nodes: dict[str, dict], key_file: str, known_hosts: str, to
         f"    ansible_ssh_private_key_file: {key_file}",
         "    ansible_ssh_common_args: >-",
         f"      -o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes",
-        f"    k3s_token: {token!r}" if token else "    # no k3s_token: set one in group_vars",
-        "  children:",
     ]
+    lines += [f"    {name}: {value!r}" for name, value in sorted((secret_vars or {}).items())]
+    lines += ["  children:"]
     groups = {"k3s_servers": "server", "k3s_agents": "gpu", "gpu_nodes": "gpu"}
     for group, kind in groups.items():
         members = [n for n, v in nodes.items() if v["kind"] == kind]
@@ -279,15 +284,25 @@ def ensure_key() -> Path:
     return key
 
 
-def ensure_token() -> Path:
-    """A random K3s cluster token for the lab (inventories/lab reads it); never printed."""
-    token = STATE_DIR / "k3s-token"
-    if not token.exists():
-        STATE_DIR.mkdir(parents=True, exist_ok=True)
-        token.touch(mode=0o600)
-        token.write_text(secrets.token_hex(32) + "\n")
-    token.chmod(0o600)
-    return token
+# The lab's random secrets: file name under STATE_DIR -> (inventory variable, how to make one).
+LAB_SECRETS = {
+    "k3s-token": ("k3s_token", lambda: secrets.token_hex(32)),
+    "litellm-master-key": ("litellm_master_key", lambda: "sk-" + secrets.token_hex(24)),
+}
+
+
+def ensure_secrets() -> dict[str, str]:
+    """The lab's random secrets (mode 0600 files, made once, never printed) as inventory variables."""
+    values = {}
+    for file_name, (variable, make) in LAB_SECRETS.items():
+        path = STATE_DIR / file_name
+        if not path.exists():
+            STATE_DIR.mkdir(parents=True, exist_ok=True)
+            path.touch(mode=0o600)
+            path.write_text(make() + "\n")
+        path.chmod(0o600)
+        values[variable] = path.read_text().strip()
+    return values
 
 
 def up(servers: int, gpu_agents: int) -> None:
@@ -295,7 +310,7 @@ def up(servers: int, gpu_agents: int) -> None:
     ensure_host_packages()
     tag = build_image()
     key = ensure_key()
-    token = ensure_token()
+    secret_vars = ensure_secrets()
     pubkey = (key.with_suffix(".pub")).read_text().strip()
     if podman("network", "exists", NETWORK, check=False).returncode != 0:
         podman("network", "create", "--label", f"{LABEL}=1", NETWORK)
@@ -340,7 +355,7 @@ def up(servers: int, gpu_agents: int) -> None:
     known.write_text(known_hosts_lines(nodes))
     INVENTORY_FILE.touch(mode=0o600)
     INVENTORY_FILE.chmod(0o600)  # it holds the lab's cluster token
-    INVENTORY_FILE.write_text(render_inventory(nodes, str(key), str(known), token.read_text().strip()))
+    INVENTORY_FILE.write_text(render_inventory(nodes, str(key), str(known), secret_vars))
     for name, node in nodes.items():
         log(f"ready {name:<12} {node['kind']:<7} {node['ip']}")
     log(f"inventory written to {INVENTORY_FILE.relative_to(ROOT)}")
@@ -359,7 +374,7 @@ def down() -> None:
         STATE_DIR / "known_hosts",
         STATE_DIR / "id_ed25519",
         STATE_DIR / "id_ed25519.pub",
-        STATE_DIR / "k3s-token",
+        *(STATE_DIR / name for name in LAB_SECRETS),
     ):
         path.unlink(missing_ok=True)
 

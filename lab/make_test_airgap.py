@@ -1,15 +1,20 @@
 """Write a K3s-shaped airgap bundle for tests: NOT K3s, but real files with a real checksum file.
 
     python lab/make_test_airgap.py DIR [--arch amd64] [--tamper binary|images|sums] [--drop NAME]
+                                       [--chart NAME:VERSION ...]
 
 The "binary" is a shell script that says it is a test artifact and exits 1, so a test that forgot
 k3s_start=false fails loudly instead of pretending a cluster runs. --tamper changes a file after the
-checksum file is written (or corrupts the checksum file); --drop removes one file.
+checksum file is written (or corrupts the checksum file); --drop removes one file. --chart writes a
+Helm-shaped chart archive NAME-VERSION.tgz (a real gzip tar with NAME/Chart.yaml, no templates) and its
+sha256 in NAME-VERSION.tgz.sha256, as the airgap GPU Operator chart is expected.
 """
 
 import argparse
 import hashlib
+import io
 import sys
+import tarfile
 from pathlib import Path
 
 FAKE_BINARY = """#!/bin/sh
@@ -41,15 +46,38 @@ def make_bundle(directory, arch="amd64", tamper=None, drop=None):
     return {"binary": binary, "images": images, "sums": sums}
 
 
+def make_chart(directory, name, version):
+    """A chart archive with only Chart.yaml (reproducible: fixed mtime), and its .sha256 file."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    archive = directory / f"{name}-{version}.tgz"
+    chart = f"apiVersion: v2\nname: {name}\nversion: {version}\ndescription: aiinfra.k3s test artifact\n"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo(f"{name}/Chart.yaml")
+        info.size, info.mtime, info.mode = len(chart), 0, 0o644
+        tar.addfile(info, io.BytesIO(chart.encode()))
+    archive.write_bytes(buf.getvalue())
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    (directory / f"{archive.name}.sha256").write_text(digest + "\n")
+    return archive
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("directory")
     parser.add_argument("--arch", default="amd64", choices=["amd64", "arm64"])
     parser.add_argument("--tamper", choices=["binary", "images", "sums"])
     parser.add_argument("--drop")
+    parser.add_argument("--chart", action="append", default=[], metavar="NAME:VERSION")
     args = parser.parse_args(argv)
-    made = make_bundle(args.directory, args.arch, args.tamper, args.drop)
-    print(" ".join(str(p) for p in made.values()))
+    made = list(make_bundle(args.directory, args.arch, args.tamper, args.drop).values())
+    for spec in args.chart:
+        name, _sep, version = spec.partition(":")
+        if not name or not version:
+            parser.error("--chart takes NAME:VERSION, e.g. gpu-operator:v25.10.1")
+        made.append(make_chart(args.directory, name, version))
+    print(" ".join(str(p) for p in made))
     return 0
 
 

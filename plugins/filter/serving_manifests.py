@@ -4,22 +4,28 @@
 
 DOCUMENTATION = r"""
 name: serving_manifests
-short_description: Build the Kubernetes manifests of a serving component (model registry, vLLM)
+short_description: Build the Kubernetes manifests of a serving component
 version_added: 0.1.0
 description:
   - C(model_registry) takes the GPU node names and returns the StorageClass, one local PersistentVolume per
     node pinned to it, and the claim.
   - C(vllm) takes the model list and returns a Deployment and a Service per model, built by the shared GPU
     workload builder (GPU limits equal to the tensor-parallel size, GPU toleration and node selector, probes
-    sized for slow model loads, graceful shutdown, read-only model store, memory-backed /dev/shm).
+    sized for slow model loads, graceful shutdown, read-only model store, memory-backed /dev/shm, JSON logs).
+  - C(nim) takes the NIM model list and returns, per model, a Deployment and a Service from the same builder,
+    a PodDisruptionBudget and a HorizontalPodAutoscaler.
+  - C(ngc_secrets) takes the NGC API key and returns the key Secret and the nvcr.io pull Secret.
+  - C(gpu_operator) ignores its input and returns the namespace, the time-slicing ConfigMap and the K3s
+    HelmChart of the NVIDIA GPU Operator.
+  - C(litellm) takes the rendered model-server objects and returns the gateway routing to exactly their
+    Services; C(litellm_secret) takes the master key and returns its Secret.
 options:
   _input:
-    description: GPU node names (C(model_registry)) or the model list (C(vllm)).
-    type: list
-    elements: raw
+    description: GPU node names, a model list, rendered objects or a secret, depending on O(component).
+    type: raw
     required: true
   component:
-    description: C(model_registry) or C(vllm).
+    description: One of C(model_registry), C(vllm), C(nim), C(ngc_secrets), C(gpu_operator), C(litellm), C(litellm_secret).
     type: str
     required: true
   params:
@@ -47,18 +53,28 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import model_registry_manifests, vllm_manifests
+from ansible_collections.aiinfra.k3s.plugins.module_utils import gateway, gpu_operator, serving
+
+BUILDERS = {
+    "model_registry": lambda items, params, site: serving.model_registry_manifests(list(items), params),
+    "vllm": lambda items, params, site: serving.vllm_manifests(list(items), site, params),
+    "nim": lambda items, params, site: serving.nim_manifests(list(items), site, params),
+    "ngc_secrets": lambda key, params, site: serving.ngc_secrets(
+        key, params["namespace"], params["api_secret"], params["pull_secret"]
+    ),
+    "gpu_operator": lambda _items, params, site: gpu_operator.gpu_operator_manifests(params),
+    "litellm": lambda objects, params, site: gateway.gateway_manifests(list(objects), params),
+    "litellm_secret": lambda key, params, site: [gateway.gateway_secret(params, key)],
+}
 
 
 def serving_manifests(items, component, params, site=None):
+    if component not in BUILDERS:
+        raise AnsibleFilterError("unknown serving component %r: use one of %s" % (component, ", ".join(BUILDERS)))
     try:
-        if component == "model_registry":
-            return model_registry_manifests(list(items), dict(params))
-        if component == "vllm":
-            return vllm_manifests(list(items), dict(site or {}), dict(params))
+        return BUILDERS[component](items, dict(params), dict(site or {}))
     except (KeyError, TypeError, ValueError) as exc:
         raise AnsibleFilterError("cannot build the %s manifests: missing or bad %s" % (component, exc)) from exc
-    raise AnsibleFilterError("unknown serving component %r: use model_registry or vllm" % component)
 
 
 class FilterModule(object):

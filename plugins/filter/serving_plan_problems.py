@@ -7,27 +7,29 @@ name: serving_plan_problems
 short_description: Reject a model-serving plan that cannot work, before anything is touched
 version_added: 0.1.0
 description:
-  - Tensor-parallel size larger than the GPUs of any node, more GPUs requested than the cluster has (GPUs from
-    the inventory times time-slicing replicas), unpinned images, duplicate served names, model paths missing
-    from the store.
+  - Tensor-parallel size (or NIM GPUs) larger than the GPUs of any node, more GPUs requested than the cluster
+    has (GPUs from the inventory times the time-slicing replicas of each node's class), NIM backends with fewer
+    than 2 replicas or an autoscaler maximum the cluster cannot hold, unpinned images, duplicate served names,
+    model paths missing from the store.
 options:
   _input:
     description: The vLLM model list.
     type: list
     elements: dict
     required: true
-  gpu_nodes:
-    description: GPU node name to its GPU count.
+  capacity:
+    description: GPU node name to C({gpus, replicas}) (the C(gpu_capacity) filter), or to a bare GPU count.
     type: dict
     required: true
   default_image:
-    description: Image of models that do not set one.
+    description: Image of vLLM models that do not set one.
     type: str
     required: true
-  replicas_per_gpu:
-    description: Time-slicing replicas per GPU.
-    type: int
-    default: 1
+  nim_models:
+    description: The NIM model list.
+    type: list
+    elements: dict
+    default: []
   store_paths:
     description: Model paths present in the store; null when unknown.
     type: list
@@ -40,7 +42,7 @@ EXAMPLES = r"""
     that: problems | length == 0
     fail_msg: "{{ problems }}"
   vars:
-    problems: "{{ vllm_models | aiinfra.k3s.serving_plan_problems({'gx10-db4d': 1}, vllm_image) }}"
+    problems: "{{ vllm_models | aiinfra.k3s.serving_plan_problems({'gx10-db4d': 1}, vllm_image, nim_models) }}"
 """
 
 RETURN = r"""
@@ -53,12 +55,12 @@ _value:
 from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import plan_problems
 
 
-def serving_plan_problems(models, gpu_nodes, default_image, replicas_per_gpu=1, store_paths=None):
+def serving_plan_problems(models, capacity, default_image, nim_models=None, store_paths=None):
     return plan_problems(
         list(models),
-        {k: int(v) for k, v in gpu_nodes.items()},
+        dict(capacity),
         default_image,
-        int(replicas_per_gpu),
+        list(nim_models or []),
         None if store_paths is None else set(store_paths),
     )
 

@@ -7,11 +7,45 @@ One builder makes every GPU workload (vLLM today, NIM on the same path), so plac
 tolerations, probes, graceful shutdown and security settings are written once.
 """
 
+import base64
+import json
 import re
 
+import yaml
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils import json_logging
+
 LABEL_PART = re.compile(r"[^a-z0-9-]+")
+SERVED_NAME = "aiinfra.io/served-model-name"
 TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+def plain(value):
+    """The same data with Ansible's tagged str/int/dict/list subclasses made plain (yaml.safe_dump needs it)."""
+    if isinstance(value, dict):
+        return {plain(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    return value
+
+
+class _NoAliasDumper(yaml.SafeDumper):
+    def ignore_aliases(self, data):
+        return True
+
+
+def dump_yaml(data):
+    """YAML text for files read by other programs (Helm values, LiteLLM config): no anchors, sorted keys."""
+    return yaml.dump(plain(data), Dumper=_NoAliasDumper, sort_keys=True, default_flow_style=False)
 
 
 class ServingError(Exception):
@@ -59,9 +93,11 @@ def _probe(path, port, period, failures, initial=0):
 def gpu_workload(spec, site):
     """Deployment + Service for a GPU model server.
 
-    spec: name, component, image, args, env (dict), port, gpus, replicas, resources (requests/limits without
-    GPUs), startup_timeout (seconds a model may take to load), volumes/volume_mounts, metrics_path,
-    termination_grace_period.
+    spec: name, component, served_name, image, args, env (dict), port, gpus, replicas, resources
+    (requests/limits without GPUs), startup_timeout (seconds a model may take to load), volumes/volume_mounts,
+    metrics_path, termination_grace_period; optional health ({startup, ready, live} paths, default /health),
+    env_secrets ({ENV: [secret, key]}), image_pull_secrets (names), spread_keys (topology keys the replicas
+    are spread over), autoscaled (an autoscaler owns the replica count).
     site: namespace, gpu_node_selector (dict), gpu_toleration_key, runtime_class (or empty).
     """
     name = dns_name(spec["name"])
@@ -77,18 +113,24 @@ def gpu_workload(spec, site):
     port = int(spec["port"])
     startup_failures = max(int(spec.get("startup_timeout", 1800)) // 10, 1)
     grace = int(spec.get("termination_grace_period", 120))
+    health = dict({"startup": "/health", "ready": "/health", "live": "/health"}, **(spec.get("health") or {}))
+    env = [{"name": k, "value": str(v)} for k, v in sorted((spec.get("env") or {}).items())]
+    env += [
+        {"name": k, "valueFrom": {"secretKeyRef": {"name": ref[0], "key": ref[1]}}}
+        for k, ref in sorted((spec.get("env_secrets") or {}).items())
+    ]
     container = {
         "name": spec["component"],
         "image": spec["image"],
         "imagePullPolicy": "IfNotPresent",
         "args": [str(a) for a in spec["args"]],
-        "env": [{"name": k, "value": str(v)} for k, v in sorted((spec.get("env") or {}).items())],
+        "env": env,
         "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
         "resources": resources,
         # Model loads take minutes: the startup probe holds liveness off until the server answers once.
-        "startupProbe": _probe("/health", "http", 10, startup_failures),
-        "readinessProbe": _probe("/health", "http", 5, 3),
-        "livenessProbe": _probe("/health", "http", 15, 4),
+        "startupProbe": _probe(health["startup"], "http", 10, startup_failures),
+        "readinessProbe": _probe(health["ready"], "http", 5, 3),
+        "livenessProbe": _probe(health["live"], "http", 15, 4),
         # Stop taking traffic first, let in-flight requests finish, then SIGTERM.
         "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", "sleep 15"]}}},
         "securityContext": {
@@ -108,29 +150,41 @@ def gpu_workload(spec, site):
     }
     if site.get("runtime_class"):
         pod_spec["runtimeClassName"] = site["runtime_class"]
+    if spec.get("image_pull_secrets"):
+        pod_spec["imagePullSecrets"] = [{"name": n} for n in spec["image_pull_secrets"]]
+    if spec.get("spread_keys"):
+        pod_spec["topologySpreadConstraints"] = spread(spec["spread_keys"], selector)
     annotations = {
         "prometheus.io/scrape": "true",
         "prometheus.io/port": str(port),
         "prometheus.io/path": spec.get("metrics_path", "/metrics"),
     }
+    replicas = int(spec.get("replicas", 1))
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": name, "namespace": site["namespace"], "labels": labels},
         "spec": {
-            "replicas": int(spec.get("replicas", 1)),
+            "replicas": replicas,
             "revisionHistoryLimit": 3,
             "selector": {"matchLabels": selector},
-            # Recreate: a rolling update would need a spare GPU for the surge pod and deadlocks when every
-            # GPU is in use; the old pod goes first, then the new one takes its GPUs.
-            "strategy": {"type": "Recreate"},
+            "strategy": gpu_rollout(replicas),
             "template": {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod_spec},
         },
     }
+    if spec.get("autoscaled"):
+        # The autoscaler owns the count: a replicas field would reset it whenever K3s re-applies the file.
+        del deployment["spec"]["replicas"]
     service = {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": name, "namespace": site["namespace"], "labels": labels},
+        "metadata": {
+            "name": name,
+            "namespace": site["namespace"],
+            "labels": labels,
+            # The gateway's routing table is built from this annotation on the rendered Services.
+            "annotations": {SERVED_NAME: spec.get("served_name", name)},
+        },
         "spec": {
             "type": "ClusterIP",
             "selector": selector,
@@ -138,6 +192,74 @@ def gpu_workload(spec, site):
         },
     }
     return [deployment, service]
+
+
+def gpu_rollout(replicas):
+    """A rollout that never waits for a spare GPU.
+
+    A surge pod needs GPUs nobody has when every GPU is in use, so the rollout would hang. One replica:
+    Recreate (the old pod frees its GPUs, then the new one takes them). Several: replace one at a time with no
+    surge, so the others keep serving.
+    """
+    if replicas > 1:
+        return {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+    return {"type": "Recreate"}
+
+
+def spread(keys, selector):
+    """Spread replicas over each topology key (hostname, zone); soft, so a small site still schedules them."""
+    return [
+        {
+            "maxSkew": 1,
+            "topologyKey": key,
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": dict(selector)},
+        }
+        for key in keys
+    ]
+
+
+def disruption_budget(name, namespace, labels, max_unavailable=1):
+    """PodDisruptionBudget letting drains take one replica at a time."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {"maxUnavailable": max_unavailable, "selector": {"matchLabels": {"app.kubernetes.io/name": name}}},
+    }
+
+
+def autoscaler(name, namespace, labels, minimum, maximum, metric):
+    """HorizontalPodAutoscaler (autoscaling/v2) on CPU utilisation or on a per-pod metric.
+
+    metric: {"cpu": percent} or {"pods": metric name, "average": target value}.
+    """
+    if "pods" in metric:
+        spec_metric = {
+            "type": "Pods",
+            "pods": {
+                "metric": {"name": metric["pods"]},
+                "target": {"type": "AverageValue", "averageValue": str(metric["average"])},
+            },
+        }
+    else:
+        spec_metric = {
+            "type": "Resource",
+            "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": int(metric["cpu"])}},
+        }
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+            "minReplicas": int(minimum),
+            "maxReplicas": int(maximum),
+            "metrics": [spec_metric],
+            # Model servers take minutes to load: scale down slowly so a short lull does not drop warm replicas.
+            "behavior": {"scaleDown": {"stabilizationWindowSeconds": 600}},
+        },
+    }
 
 
 def vllm_args(model, store_mount):
@@ -161,13 +283,35 @@ def vllm_args(model, store_mount):
     return args + [str(a) for a in model.get("extra_args") or []]
 
 
+LOG_DIR = "/etc/aiinfra/logging"
+
+
+def logging_configmap(name, namespace, loggers, level):
+    """ConfigMap with the JSON log formatter and the dictConfig that uses it (see json_logging)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels_for(name, "logging")},
+        "data": json_logging.logging_files(loggers, level),
+    }
+
+
 def vllm_manifests(models, site, defaults):
-    """Deployment + Service per vLLM model. defaults: image, store_mount, claim_name, shm_size, resources."""
-    out = []
+    """Deployment + Service per vLLM model (+ PodDisruptionBudget with several replicas), and the shared
+    JSON-logging ConfigMap. defaults: image, store_mount, claim_name, shm_size, resources, log_level."""
+    if not models:
+        return []
+    log_map = "vllm-logging"
+    out = [
+        logging_configmap(
+            log_map, site["namespace"], ["vllm", "uvicorn", "uvicorn.access"], defaults.get("log_level", "INFO")
+        )
+    ]
     for model in models:
         tp = int(model.get("tensor_parallel_size", 1))
         spec = {
             "name": "vllm-%s" % model["served_name"],
+            "served_name": model["served_name"],
             "component": "vllm",
             "image": model.get("image", defaults["image"]),
             "args": vllm_args(model, defaults["store_mount"]),
@@ -175,7 +319,9 @@ def vllm_manifests(models, site, defaults):
                 {
                     "HF_HUB_OFFLINE": "1",
                     "TRANSFORMERS_OFFLINE": "1",
-                    "LOG_FORMAT": "json",
+                    "VLLM_CONFIGURE_LOGGING": "1",
+                    "VLLM_LOGGING_CONFIG_PATH": LOG_DIR + "/logging.json",
+                    "PYTHONPATH": LOG_DIR,
                 },
                 **(model.get("env") or {}),
             ),
@@ -187,14 +333,109 @@ def vllm_manifests(models, site, defaults):
             "volume_mounts": [
                 {"name": "models", "mountPath": defaults["store_mount"], "readOnly": True},
                 {"name": "dshm", "mountPath": "/dev/shm"},
+                {"name": "logging", "mountPath": LOG_DIR, "readOnly": True},
             ],
             "volumes": [
                 {"name": "models", "persistentVolumeClaim": {"claimName": defaults["claim_name"], "readOnly": True}},
                 {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": defaults["shm_size"]}},
+                {"name": "logging", "configMap": {"name": log_map}},
             ],
         }
         out.extend(gpu_workload(spec, site))
+        if int(model.get("replicas", 1)) > 1:
+            name = dns_name(spec["name"])
+            out.append(disruption_budget(name, site["namespace"], labels_for(name, "vllm")))
     return out
+
+
+def nim_manifests(models, site, defaults):
+    """NVIDIA NIM backends on the same GPU workload builder as vLLM, shaped for the NIM notes: at least two
+    replicas spread over nodes and zones, a HorizontalPodAutoscaler, a PodDisruptionBudget, the NGC key as a
+    Secret (environment) and as the image pull secret, NIM's own health endpoints.
+
+    defaults: store_mount, claim_name, shm_size, resources, ngc_secret, pull_secret, max_replicas, metric,
+    store_read_only.
+    """
+    out = []
+    for model in models:
+        name = dns_name("nim-%s" % model["served_name"])
+        replicas = int(model.get("replicas", 2))
+        spec = {
+            "name": name,
+            "served_name": model["served_name"],
+            "component": "nim",
+            "image": model["image"],
+            "args": [],
+            "env": dict(
+                {
+                    "NIM_SERVED_MODEL_NAME": model["served_name"],
+                    "NIM_CACHE_PATH": defaults["store_mount"],
+                    "NIM_JSONL_LOGGING": "1",
+                    "NIM_LOG_LEVEL": "INFO",
+                    "NIM_SERVER_PORT": str(model.get("port", 8000)),
+                    "HF_HUB_OFFLINE": "1",
+                },
+                **(model.get("env") or {}),
+            ),
+            "env_secrets": {"NGC_API_KEY": [defaults["ngc_secret"], "NGC_API_KEY"]},
+            "image_pull_secrets": [defaults["pull_secret"]],
+            "port": model.get("port", 8000),
+            "gpus": int(model.get("gpus", 1)),
+            "replicas": replicas,
+            "autoscaled": True,
+            "resources": model.get("resources", defaults["resources"]),
+            "startup_timeout": model.get("startup_timeout", 1800),
+            "health": {"startup": "/v1/health/ready", "ready": "/v1/health/ready", "live": "/v1/health/live"},
+            "spread_keys": ["kubernetes.io/hostname", "topology.kubernetes.io/zone"],
+            "volume_mounts": [
+                {"name": "models", "mountPath": defaults["store_mount"], "readOnly": defaults["store_read_only"]},
+                {"name": "dshm", "mountPath": "/dev/shm"},
+            ],
+            "volumes": [
+                {
+                    "name": "models",
+                    "persistentVolumeClaim": {
+                        "claimName": defaults["claim_name"],
+                        "readOnly": defaults["store_read_only"],
+                    },
+                },
+                {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": defaults["shm_size"]}},
+            ],
+        }
+        out.extend(gpu_workload(spec, site))
+        labels = labels_for(name, "nim")
+        out.append(disruption_budget(name, site["namespace"], labels))
+        maximum = int(model.get("max_replicas", defaults["max_replicas"]))
+        out.append(autoscaler(name, site["namespace"], labels, replicas, max(maximum, replicas), defaults["metric"]))
+    return out
+
+
+def registry_secret(name, namespace, registry, username, password, labels):
+    """kubernetes.io/dockerconfigjson Secret for one registry."""
+    auth = base64.b64encode(("%s:%s" % (username, password)).encode()).decode()
+    config = {"auths": {registry: {"username": username, "password": password, "auth": auth}}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "type": "kubernetes.io/dockerconfigjson",
+        "stringData": {".dockerconfigjson": json.dumps(config, sort_keys=True)},
+    }
+
+
+def ngc_secrets(api_key, namespace, api_secret, pull_secret):
+    """The NGC API key as an Opaque Secret (NGC_API_KEY) and as the nvcr.io pull secret ($oauthtoken)."""
+    labels = labels_for("nim", "credentials")
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": api_secret, "namespace": namespace, "labels": labels},
+            "type": "Opaque",
+            "stringData": {"NGC_API_KEY": api_key},
+        },
+        registry_secret(pull_secret, namespace, "nvcr.io", "$oauthtoken", api_key, labels),
+    ]
 
 
 def model_registry_manifests(nodes, params):
@@ -273,42 +514,98 @@ def model_registry_manifests(nodes, params):
     return out
 
 
-def plan_problems(models, gpu_nodes, default_image, replicas_per_gpu=1, store_paths=None):
-    """Reasons a vLLM plan cannot work, before anything is touched.
+def gpu_capacity(nodes, classes=None, default_class=""):
+    """GPU capacity per node, with time-slicing replicas from the node's class.
 
-    gpu_nodes: {node: GPUs}; replicas_per_gpu: time-slicing replicas; store_paths: model paths present in
-    the store (None when unknown).
+    nodes: {node: {"gpus": int, "class": class name or empty}}; classes: {class: replicas per GPU}.
+    Returns ({node: {"gpus": physical GPUs, "replicas": replicas per GPU}}, problems).
     """
+    classes = classes or {}
     problems = []
-    if not gpu_nodes:
-        return ["no GPU node in the inventory: vLLM models need the GPU group"] if models else []
-    biggest = max(gpu_nodes.values())
-    total = sum(gpu_nodes.values()) * replicas_per_gpu
+    capacity = {}
+    for node, info in sorted(nodes.items()):
+        wanted = info.get("class") or default_class
+        if wanted and wanted not in classes:
+            problems.append(
+                "%s: GPU class %r is not in gpu_operator_time_slicing_classes (%s): add it or set aiinfra_gpu_class "
+                "to one of them" % (node, wanted, ", ".join(sorted(classes)) or "none defined")
+            )
+        capacity[node] = {"gpus": int(info.get("gpus", 1)), "replicas": int(classes.get(wanted, 1) if wanted else 1)}
+    return capacity, problems
+
+
+def plan_problems(models, capacity, default_image, nim_models=(), store_paths=None):
+    """Reasons a serving plan (vLLM and NIM models) cannot work, before anything is touched.
+
+    capacity: {node: {"gpus", "replicas"}} from gpu_capacity (a bare GPU count per node also works);
+    store_paths: model paths present in the store (None when unknown).
+    """
+    capacity = {n: c if isinstance(c, dict) else {"gpus": int(c), "replicas": 1} for n, c in capacity.items()}
+    workloads = []
+    for model in models:
+        workloads.append(
+            {
+                "name": model.get("served_name", "?"),
+                "gpus": int(model.get("tensor_parallel_size", 1)),
+                "what": "tensor_parallel_size",
+                "replicas": int(model.get("replicas", 1)),
+                "max": int(model.get("replicas", 1)),
+                "image": model.get("image", default_image),
+                "path": model.get("path"),
+            }
+        )
+    for model in nim_models:
+        replicas = int(model.get("replicas", 2))
+        workloads.append(
+            {
+                "name": model.get("served_name", "?"),
+                "gpus": int(model.get("gpus", 1)),
+                "what": "gpus",
+                "replicas": replicas,
+                "max": max(int(model.get("max_replicas", replicas)), replicas),
+                "image": model.get("image"),
+                "path": None,
+                "nim": True,
+            }
+        )
+    if not capacity:
+        return ["no GPU node in the inventory: the model servers need the GPU group"] if workloads else []
+    problems = []
+    biggest = max(c["gpus"] for c in capacity.values())
+    physical = sum(c["gpus"] for c in capacity.values())
+    total = sum(c["gpus"] * c["replicas"] for c in capacity.values())
     wanted = 0
     names = set()
-    for model in models:
-        name = model.get("served_name", "?")
+    for work in workloads:
+        name = work["name"]
         if name in names:
             problems.append("%s: served_name is used twice; each model needs its own" % name)
         names.add(name)
-        tp = int(model.get("tensor_parallel_size", 1))
-        if tp > biggest:
+        if work["gpus"] > biggest:
             problems.append(
-                "%s: tensor_parallel_size %d is larger than the GPUs of any node (at most %d): "
-                "lower it or add a node with more GPUs" % (name, tp, biggest)
+                "%s: %s %d is larger than the GPUs of any node (at most %d): "
+                "lower it or add a node with more GPUs" % (name, work["what"], work["gpus"], biggest)
             )
-        wanted += tp * int(model.get("replicas", 1))
-        image = model.get("image", default_image)
-        if not image_pinned(image):
-            problems.append("%s: image %r is not pinned: use an explicit version tag or a digest" % (name, image))
-        if store_paths is not None and model.get("path") not in store_paths:
+        if work.get("nim") and work["replicas"] < 2:
+            problems.append("%s: a NIM backend needs at least 2 replicas to survive a pod or node loss" % name)
+        if work.get("nim") and work["gpus"] * work["max"] > total:
+            problems.append(
+                "%s: max_replicas %d x %d GPU(s) is more than the cluster's %d: the autoscaler would create pods "
+                "that never schedule; lower max_replicas" % (name, work["max"], work["gpus"], total)
+            )
+        wanted += work["gpus"] * work["replicas"]
+        if not image_pinned(work["image"]):
+            problems.append(
+                "%s: image %r is not pinned: use an explicit version tag or a digest" % (name, work["image"])
+            )
+        if store_paths is not None and work["path"] is not None and work["path"] not in store_paths:
             problems.append(
                 "%s: model path %r is not in the model store (%s): seed it first"
-                % (name, model.get("path"), ", ".join(sorted(store_paths)) or "empty")
+                % (name, work["path"], ", ".join(sorted(store_paths)) or "empty")
             )
     if wanted > total:
         problems.append(
-            "the models request %d GPUs in all but the cluster has %d (%d GPU(s) x %d time-slicing "
-            "replica(s)): remove models or replicas" % (wanted, total, sum(gpu_nodes.values()), replicas_per_gpu)
+            "the models request %d GPUs in all but the cluster has %d (%d GPU(s) with time-slicing): "
+            "remove models or replicas" % (wanted, total, physical)
         )
     return problems

@@ -7,9 +7,13 @@ import pytest
 import yaml
 from conftest import ROOT, ansible_env, run_playbook, tool, write_inventory
 
+GATEWAY_KEY = "sk-9c1f4e7a2b8d6053f1e9a7c4b2d8e6f0a3c5"
+
 
 def run_validate(tmp_path, inventory, group_vars=None):
-    all_vars = {"k3s_token": "0123456789abcdef0123456789abcdef-test", "vllm_models": [], **(group_vars or {})}
+    # The default serving plan (the notes' model behind the gateway) unless a test overrides it.
+    all_vars = {"k3s_token": "0123456789abcdef0123456789abcdef-test", "litellm_master_key": GATEWAY_KEY}
+    all_vars.update(group_vars or {})
     return run_playbook("validate.yml", write_inventory(tmp_path / "inv", inventory, all_vars), callback="default")[0]
 
 
@@ -119,3 +123,41 @@ def test_first_server_is_the_first_in_inventory_order(tmp_path):
             check=False,
         )
         assert proc.returncode == 0, proc.stdout[-2000:]
+
+
+@pytest.mark.slow
+def test_serving_problems_are_reported_together(tmp_path):
+    """GPU Operator, NIM, plan and gateway problems come out in one report, keys never quoted."""
+    inv = {
+        "all": {
+            "children": {
+                "k3s_servers": hosts("cp-1"),
+                "k3s_agents": hosts("gpu-1"),
+                "gpu_nodes": {"hosts": {"gpu-1": {"aiinfra_gpu_count": 2, "aiinfra_gpu_class": "shared"}}},
+            }
+        }
+    }
+    weak = "sk-1234"
+    nim = {"served_name": "llama", "image": "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.3.3", "replicas": 1}
+    proc = run_validate(
+        tmp_path,
+        inv,
+        {
+            "litellm_master_key": weak,
+            "gpu_operator_mig_strategy": "everything",
+            "gpu_operator_time_slicing_classes": {"exclusive": 1},
+            "nim_models": [nim],
+        },
+    )
+    assert proc.returncode != 0
+    out = " ".join(proc.stdout.split())
+    for fragment in (
+        "gpu_operator_mig_strategy is 'everything'",
+        "gpu-1: GPU class 'shared' is not in gpu_operator_time_slicing_classes",
+        "nim_models is set but nim_ngc_api_key is empty",
+        "llama: a NIM backend needs at least 2 replicas",
+        "litellm_master_key has 4 characters after sk-, fewer than 32",
+        "litellm_master_key contains a well-known placeholder word",
+    ):
+        assert fragment in out, (fragment, out[-3000:])
+    assert weak not in out

@@ -1,62 +1,191 @@
 """Serving manifests: rendered for every inventory through playbooks/render.yml, then checked with strict
-Kubernetes schema validation (the K3s release's Kubernetes version), policies kept as data, and the GPU
-verifier run on what the cluster would schedule."""
+Kubernetes schema validation (the K3s release's Kubernetes version), custom resources against their CRD
+schema, policies kept as data, and the GPU verifier run on what the cluster would schedule."""
 
+import json
+import re
+import stat
+import subprocess
+import sys
+
+import jsonschema
 import pytest
 import yaml
 from conftest import DATA, ROOT, run_playbook
 
+from ansible_collections.aiinfra.k3s.plugins.module_utils import gateway as gw
 from ansible_collections.aiinfra.k3s.plugins.module_utils import gpu_allocation as ga
+from ansible_collections.aiinfra.k3s.plugins.module_utils import json_logging
 from ansible_collections.aiinfra.k3s.plugins.module_utils import serving as sv
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 
 K8S_VERSION = "1.33"  # K3s v1.33.5+k3s1 (roles/k3s/defaults/main.yml)
 POLICIES = yaml.safe_load((DATA / "serving_policy.yml").read_text())
-SITES = ["example", "lab"]
+CRDS = {
+    (d["properties"]["apiVersion"]["const"], d["properties"]["kind"]["const"]): d
+    for d in (yaml.safe_load(p.read_text()) for p in sorted((DATA / "crds").glob("*.yml")))
+}
+GATEWAY_KEY = "sk-3e8b1d6f9a2c4e7b0d5f8a1c3e6b9d2f4a7c"
+NGC_KEY = "nvapi-7Hq2Lm9Xw4Rt8Yp3Kd6Fz1Vb5Nc0Gs"
+NIM_IMAGE = "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.3.3"
+# A bigger site than the notes: two GPU nodes with two GPUs, one shared by time-slicing, a NIM backend next to
+# vLLM, the gateway on the GPU nodes (the notes' placement) and the secrets rendered too.
+FULL_VARS = {
+    "aiinfra_namespace": "ia-services-payed",
+    "litellm_master_key": GATEWAY_KEY,
+    "litellm_placement": "gpu",
+    "nim_ngc_api_key": NGC_KEY,
+    "nim_models": [{"served_name": "llama-8b", "image": NIM_IMAGE, "gpus": 1, "replicas": 2, "max_replicas": 3}],
+    "vllm_models": [
+        {"served_name": "nemotron-35b", "path": "nvidia/Nemotron-4-35B", "tensor_parallel_size": 2},
+        {"served_name": "qwen-7b", "path": "Qwen/Qwen2-7B", "replicas": 2},
+    ],
+    "gpu_operator_time_slicing_classes": {"shared": 2, "exclusive": 1},
+    "gpu_operator_time_slicing_default": "exclusive",
+    "gpu_operator_mig_strategy": "single",
+    "gpu_operator_registry": "registry.site.internal:5000",
+}
+NODES = {
+    "example": {"gx10-db4d": 1},
+    "lab": {"lab-gpu-1": 1, "lab-gpu-2": 1},
+    "full": {"gpu-a": 2, "gpu-b": 2},
+}
+FULL_CLASSES = {"gpu-a": "shared"}  # gpu-b takes the default class, exclusive
+ALLOCATABLE = {"example": NODES["example"], "lab": NODES["lab"], "full": {"gpu-a": 4, "gpu-b": 2}}
 
 
-@pytest.fixture(scope="module", params=SITES)
-def rendered(request, tmp_path_factory):
-    out = tmp_path_factory.mktemp(f"render-{request.param}")
-    inventory = ROOT / "inventories" / request.param
-    if request.param == "lab":  # the lab's hosts.yml is written by labctl; render its default shape
-        inventory = tmp_path_factory.mktemp("lab-inv")
-        (inventory / "hosts.yml").write_text(
-            yaml.safe_dump(
-                {
-                    "all": {
-                        "children": {
-                            "k3s_servers": {"hosts": {"lab-cp-1": {}}},
-                            "k3s_agents": {"hosts": {"lab-gpu-1": {}, "lab-gpu-2": {}}},
-                            "gpu_nodes": {"hosts": {"lab-gpu-1": {}, "lab-gpu-2": {}}},
-                        }
-                    }
-                }
-            )
-        )
-        (inventory / "group_vars").symlink_to(ROOT / "inventories" / "lab" / "group_vars")
-    proc = run_playbook("render.yml", inventory, callback="default", extra=["-e", f"render_dir={out}"])[0]
+def write_site(directory, servers, gpu_nodes, group_vars=None, link_lab=False, classes=None):
+    hosts = {n: {"aiinfra_gpu_count": c} for n, c in gpu_nodes.items()}
+    for node, gpu_class in (classes or {}).items():
+        hosts[node]["aiinfra_gpu_class"] = gpu_class
+    inventory = {
+        "all": {
+            "children": {
+                "k3s_servers": {"hosts": {s: {} for s in servers}},
+                "k3s_agents": {"hosts": {n: {} for n in gpu_nodes}},
+                "gpu_nodes": {"hosts": hosts},
+            }
+        }
+    }
+    (directory / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    if link_lab:
+        (directory / "group_vars").symlink_to(ROOT / "inventories" / "lab" / "group_vars")
+    else:
+        (directory / "group_vars").mkdir()
+        (directory / "group_vars" / "all.yml").write_text(yaml.safe_dump(group_vars or {}))
+    return directory
+
+
+def render(inventory, out, extra=()):
+    proc = run_playbook("render.yml", inventory, callback="default", extra=["-e", f"render_dir={out}", *extra])[0]
     assert proc.returncode == 0, proc.stdout[-3000:]
+    return proc
+
+
+def load_docs(out):
     docs = []
     for path in sorted(out.glob("*.yaml")):
         docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
-    return request.param, docs
+    return docs
+
+
+@pytest.fixture(scope="module", params=list(NODES))
+def rendered(request, tmp_path_factory):
+    site = request.param
+    out = tmp_path_factory.mktemp(f"render-{site}")
+    extra = []
+    if site == "example":
+        inventory = ROOT / "inventories" / "example"
+    elif site == "lab":  # the lab's hosts.yml is written by labctl; render its default shape
+        inventory = write_site(tmp_path_factory.mktemp("lab-inv"), ["lab-cp-1"], NODES["lab"], link_lab=True)
+    else:
+        inventory = write_site(
+            tmp_path_factory.mktemp("full-inv"), ["cp-1"], NODES["full"], FULL_VARS, classes=FULL_CLASSES
+        )
+        extra = ["-e", "render_secrets=true", "-v"]
+    proc = render(inventory, out, extra)
+    return site, load_docs(out), out, proc
 
 
 def of_kind(docs, kind):
     return [d for d in docs if d["kind"] == kind]
 
 
-def test_every_manifest_passes_strict_schema_validation(rendered):
-    _site, docs = rendered
-    assert docs
-    for doc in docs:
+def test_every_builtin_manifest_passes_strict_schema_validation(rendered):
+    _site, docs, _out, _proc = rendered
+    builtin = [d for d in docs if (d["apiVersion"], d["kind"]) not in CRDS]
+    assert builtin
+    for doc in builtin:
         kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
 
 
+def test_custom_resources_pass_their_crd_schema(rendered):
+    _site, docs, _out, _proc = rendered
+    custom = [d for d in docs if (d["apiVersion"], d["kind"]) in CRDS]
+    assert custom, "the GPU Operator HelmChart is missing"
+    for doc in custom:
+        jsonschema.validate(doc, CRDS[(doc["apiVersion"], doc["kind"])])
+
+
+def test_crd_schema_refuses_a_typo():
+    """The schema is strict: a misspelt field is an error, not silently pruned as the API server would."""
+    good = {"apiVersion": "helm.cattle.io/v1", "kind": "HelmChart", "metadata": {"name": "x", "namespace": "y"}}
+    schema = CRDS[("helm.cattle.io/v1", "HelmChart")]
+    jsonschema.validate(dict(good, spec={"chart": "gpu-operator", "version": "v1"}), schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(dict(good, spec={"chart": "gpu-operator", "valuesContents": "x"}), schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(dict(good, spec={"chart": "c", "failurePolicy": "retry"}), schema)
+
+
+def helm_values(docs):
+    (chart,) = of_kind(docs, "HelmChart")
+    return chart, yaml.safe_load(chart["spec"]["valuesContent"])
+
+
+def test_gpu_operator_chart_is_shaped_for_k3s(rendered):
+    site, docs, _out, _proc = rendered
+    chart, values = helm_values(docs)
+    assert (chart["metadata"]["namespace"], chart["spec"]["targetNamespace"]) == ("kube-system", "gpu-operator")
+    assert chart["spec"]["version"] == "v25.10.1" and chart["spec"]["repo"].startswith("https://")
+    known = set(CRDS[("helm.cattle.io/v1", "HelmChart")]["x-gpu-operator-values"])
+    assert set(values) <= known, set(values) - known
+    env = {e["name"]: e["value"] for e in values["toolkit"]["env"]}
+    assert env["CONTAINERD_SOCKET"] == "/run/k3s/containerd/containerd.sock"
+    assert env["CONTAINERD_CONFIG"].startswith("/var/lib/rancher/k3s/agent/etc/containerd/")
+    assert values["driver"]["enabled"] is False  # drivers on the host, as in the notes
+    assert values["devicePlugin"]["enabled"] and values["dcgmExporter"]["enabled"]
+    toleration = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    assert toleration in values["daemonsets"]["tolerations"]
+    (ns,) = [d for d in of_kind(docs, "Namespace") if d["metadata"]["name"] == "gpu-operator"]
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    if site == "full":
+        assert values["mig"] == {"strategy": "single"}
+        assert values["devicePlugin"]["config"] == {"name": "time-slicing-config", "default": "exclusive"}
+        assert values["toolkit"]["repository"] == "registry.site.internal:5000/nvidia/k8s"
+        assert values["node-feature-discovery"]["image"]["repository"].startswith("registry.site.internal:5000/")
+    else:
+        assert "config" not in values["devicePlugin"] and "mig" not in values
+
+
+def test_time_slicing_configmap_has_one_config_per_class(rendered):
+    site, docs, _out, _proc = rendered
+    maps = [d for d in of_kind(docs, "ConfigMap") if d["metadata"]["name"] == "time-slicing-config"]
+    if site != "full":
+        assert maps == []
+        return
+    (cm,) = maps
+    assert sorted(cm["data"]) == ["exclusive", "shared"]
+    shared = yaml.safe_load(cm["data"]["shared"])
+    assert shared["flags"]["migStrategy"] == "single"
+    assert shared["sharing"]["timeSlicing"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 2}]
+    assert "sharing" not in yaml.safe_load(cm["data"]["exclusive"])
+
+
 def dig(obj, path):
-    for part in path.split("."):
+    """Follow a dotted path; a backslash keeps a dot inside a key (prometheus\\.io/scrape)."""
+    for part in (p.replace("\\.", ".") for p in re.split(r"(?<!\\)\.", path)):
         obj = obj[int(part)] if isinstance(obj, list) else obj[part]
     return obj
 
@@ -77,6 +206,8 @@ def check(policy, pod):
         return any(m.get("readOnly") for m in container["volumeMounts"] if m["name"] == "models")
     if policy.get("check") == "pinned_image":
         return sv.image_pinned(container["image"])
+    if policy.get("check") == "no_surge":
+        return True  # checked on the Deployment by test_gpu_rollouts_never_need_a_spare_gpu
     value = dig(pod, policy["path"])
     if "equals" in policy:
         return value == policy["equals"]
@@ -87,30 +218,78 @@ def check(policy, pod):
     return bool(value)
 
 
+def gpu_deployments(docs):
+    return [
+        d
+        for d in of_kind(docs, "Deployment")
+        if "nvidia.com/gpu" in d["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    ]
+
+
 @pytest.mark.parametrize("policy", POLICIES, ids=[p["id"] for p in POLICIES])
 def test_gpu_workload_policies(rendered, policy):
-    _site, docs = rendered
-    deployments = [d for d in of_kind(docs, "Deployment") if "vllm" in d["metadata"]["name"]]
+    _site, docs, _out, _proc = rendered
+    deployments = gpu_deployments(docs)
     assert deployments
     for dep in deployments:
         assert check(policy, dep["spec"]["template"]), (policy["id"], dep["metadata"]["name"])
 
 
+def test_gpu_rollouts_never_need_a_spare_gpu(rendered):
+    _site, docs, _out, _proc = rendered
+    for dep in gpu_deployments(docs):
+        strategy = dep["spec"]["strategy"]
+        if strategy["type"] == "RollingUpdate":
+            assert strategy["rollingUpdate"]["maxSurge"] == 0, dep["metadata"]["name"]
+        else:
+            assert strategy["type"] == "Recreate"
+
+
 def test_tensor_parallel_gpus_and_store_claim(rendered):
-    _site, docs = rendered
+    _site, docs, _out, _proc = rendered
     claims = {c["metadata"]["name"] for c in of_kind(docs, "PersistentVolumeClaim")}
     for dep in of_kind(docs, "Deployment"):
+        if dep["metadata"]["labels"]["app.kubernetes.io/component"] != "vllm":
+            continue
         args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
         tp = args[args.index("--tensor-parallel-size") + 1]
         assert dep["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == tp
         volumes = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
         assert volumes["models"]["persistentVolumeClaim"]["claimName"] in claims
         assert volumes["dshm"]["emptyDir"]["medium"] == "Memory"
-        assert dep["spec"]["strategy"]["type"] == "Recreate"  # never waits for a spare GPU
+
+
+def test_vllm_logs_json_through_its_configmap(rendered, tmp_path):
+    """The ConfigMap's formatter and dictConfig, loaded as vLLM loads them, print one JSON object per line."""
+    _site, docs, _out, _proc = rendered
+    (cm,) = [d for d in of_kind(docs, "ConfigMap") if d["metadata"]["name"] == "vllm-logging"]
+    for name, content in cm["data"].items():
+        (tmp_path / name).write_text(content)
+    env = next(d for d in of_kind(docs, "Deployment") if d["metadata"]["name"].startswith("vllm-"))
+    env = {e["name"]: e.get("value") for e in env["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["VLLM_LOGGING_CONFIG_PATH"] == env["PYTHONPATH"] + "/logging.json"
+    code = (
+        "import json, logging, logging.config, sys\n"
+        "logging.config.dictConfig(json.load(open(sys.argv[1])))\n"
+        "logging.getLogger('vllm.engine').info('loaded %s in %ds', 'model \"x\"', 42)\n"
+        "logging.getLogger('uvicorn.access').warning('GET /health 200')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "logging.json")],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(tmp_path)},
+        timeout=30,
+        check=True,
+    )
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [(e["logger"], e["level"]) for e in lines] == [("vllm.engine", "INFO"), ("uvicorn.access", "WARNING")]
+    assert lines[0]["message"] == 'loaded model "x" in 42s'
+    assert json_logging.MODULE + ".py" in cm["data"]
 
 
 def test_storage_follows_the_notes(rendered):
-    site, docs = rendered
+    site, docs, _out, _proc = rendered
     (sc,) = of_kind(docs, "StorageClass")
     assert sc["metadata"]["name"] == "nvidia-ai-store"
     assert (sc["provisioner"], sc["volumeBindingMode"], sc["reclaimPolicy"]) == (
@@ -119,50 +298,192 @@ def test_storage_follows_the_notes(rendered):
         "Retain",
     )
     pvs = of_kind(docs, "PersistentVolume")
-    nodes = {"example": ["gx10-db4d"], "lab": ["lab-gpu-1", "lab-gpu-2"]}[site]
     pinned = [
         pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] for pv in pvs
     ]
-    assert sorted(v[0] for v in pinned) == nodes
+    assert sorted(v[0] for v in pinned) == sorted(NODES[site])
     assert all(pv["spec"]["local"]["path"] == "/data/model-registry" for pv in pvs)
-    (ns,) = of_kind(docs, "Namespace")
+    (ns,) = [d for d in of_kind(docs, "Namespace") if d["metadata"]["name"] != "gpu-operator"]
     assert ns["metadata"]["name"] == "ia-services-payed"
 
 
-def test_gpu_verifier_finds_no_error_in_what_the_site_would_schedule(rendered):
-    """Schedule the rendered Deployments onto the inventory's GPU nodes and run the verifier on it."""
-    site, docs = rendered
-    node_names = {"example": ["gx10-db4d"], "lab": ["lab-gpu-1", "lab-gpu-2"]}[site]
-    nodes = [
-        {
-            "metadata": {"name": n, "labels": {"ai-workload": "true", "nvidia.com/gpu.count": "1"}},
-            "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
-            "status": {
-                "capacity": {"nvidia.com/gpu": "1"},
-                "allocatable": {"nvidia.com/gpu": "1"},
-                "conditions": [{"type": "Ready", "status": "True"}],
-            },
-        }
-        for n in node_names
-    ]
-    pods = []
-    slots = list(node_names)
+def test_gateway_routes_exactly_the_deployed_models_and_services(rendered):
+    _site, docs, _out, _proc = rendered
+    (cm,) = [d for d in of_kind(docs, "ConfigMap") if d["metadata"]["name"] == "litellm-ha-config"]
+    config = yaml.safe_load(cm["data"]["config.yaml"])
+    routes = {m["model_name"]: m["litellm_params"] for m in config["model_list"]}
+    services = {
+        s["metadata"]["name"]: s
+        for s in of_kind(docs, "Service")
+        if s["metadata"]["labels"]["app.kubernetes.io/component"] in ("vllm", "nim")
+    }
+    deployed = {}
     for dep in of_kind(docs, "Deployment"):
-        for replica in range(dep["spec"]["replicas"]):
-            template = dep["spec"]["template"]
+        container = dep["spec"]["template"]["spec"]["containers"][0]
+        if "--served-model-name" in container.get("args", []):
+            deployed[container["args"][container["args"].index("--served-model-name") + 1]] = dep
+        for e in container["env"]:
+            if e["name"] == "NIM_SERVED_MODEL_NAME":
+                deployed[e["value"]] = dep
+    assert set(routes) == set(deployed) and routes
+    for model, params in routes.items():
+        assert params["model"] == f"hosted_vllm/{model}"
+        dep = deployed[model]
+        (svc,) = [s for s in services.values() if s["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]]
+        ns, port = svc["metadata"]["namespace"], svc["spec"]["ports"][0]["port"]
+        assert params["api_base"] == f"http://{svc['metadata']['name']}.{ns}.svc.cluster.local:{port}/v1"
+        pod_port = dep["spec"]["template"]["spec"]["containers"][0]["ports"][0]
+        assert pod_port["name"] == svc["spec"]["ports"][0]["targetPort"]
+    assert config["general_settings"]["master_key"] == "os.environ/LITELLM_MASTER_KEY"
+    assert set(config["litellm_settings"]["model_group_settings"]["forward_client_headers_to_llm_api"]) == set(routes)
+
+
+def test_gateway_is_highly_available(rendered):
+    site, docs, _out, _proc = rendered
+    (dep,) = [d for d in of_kind(docs, "Deployment") if d["metadata"]["name"] == "litellm-ha"]
+    spec = dep["spec"]
+    assert spec["replicas"] == 3
+    assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    pod = spec["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/health/readiness"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/health/liveliness"
+    assert {"name": "JSON_LOGS", "value": "True"} in container["env"]
+    key_ref = next(e for e in container["env"] if e["name"] == "LITELLM_MASTER_KEY")
+    assert key_ref["valueFrom"]["secretKeyRef"]["name"] == "litellm-master-key"
+    assert pod["topologySpreadConstraints"][0]["topologyKey"] == "kubernetes.io/hostname"
+    (pdb,) = [p for p in of_kind(docs, "PodDisruptionBudget") if p["metadata"]["name"] == "litellm-ha"]
+    assert pdb["spec"]["selector"]["matchLabels"] == spec["selector"]["matchLabels"]
+    (svc,) = [s for s in of_kind(docs, "Service") if s["metadata"]["name"] == "litellm"]
+    assert svc["spec"]["ports"][0]["port"] == 4000  # litellm.ia-services-payed.svc.cluster.local:4000
+    if site == "full":  # the notes' placement: on the GPU nodes, tolerating the taint
+        assert pod["nodeSelector"] == {"ai-workload": "true"}
+        assert pod["tolerations"][0]["key"] == "nvidia.com/gpu"
+    else:  # default: off the GPU nodes
+        term = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert term["nodeSelectorTerms"][0]["matchExpressions"] == [
+            {"key": "ai-workload", "operator": "NotIn", "values": ["true"]}
+        ]
+        assert "tolerations" not in pod
+
+
+def test_nim_backends_follow_the_nim_notes(rendered):
+    site, docs, _out, _proc = rendered
+    nims = [d for d in of_kind(docs, "Deployment") if d["metadata"]["labels"]["app.kubernetes.io/component"] == "nim"]
+    if site != "full":
+        assert nims == []
+        return
+    (dep,) = nims
+    name = dep["metadata"]["name"]
+    assert "replicas" not in dep["spec"]  # the autoscaler owns it
+    pod = dep["spec"]["template"]["spec"]
+    assert pod["imagePullSecrets"] == [{"name": "ngc-registry"}]
+    assert {c["topologyKey"] for c in pod["topologySpreadConstraints"]} == {
+        "kubernetes.io/hostname",
+        "topology.kubernetes.io/zone",
+    }
+    container = pod["containers"][0]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/v1/health/ready"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/v1/health/live"
+    ngc = next(e for e in container["env"] if e["name"] == "NGC_API_KEY")
+    assert ngc["valueFrom"]["secretKeyRef"] == {"name": "ngc-api", "key": "NGC_API_KEY"}
+    (hpa,) = [h for h in of_kind(docs, "HorizontalPodAutoscaler") if h["metadata"]["name"] == name]
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (2, 3)
+    assert hpa["spec"]["scaleTargetRef"]["name"] == name
+    assert any(p["metadata"]["name"] == name for p in of_kind(docs, "PodDisruptionBudget"))
+
+
+def test_secrets_are_rendered_only_on_request_and_never_printed(rendered):
+    site, docs, out, proc = rendered
+    assert not of_kind(docs, "Secret") or site == "full"
+    secrets_file = out / "secrets.yaml"
+    if site != "full":
+        assert not secrets_file.exists()
+        return
+    assert stat.S_IMODE(secrets_file.stat().st_mode) == 0o600
+    assert GATEWAY_KEY not in proc.stdout + proc.stderr and NGC_KEY not in proc.stdout + proc.stderr
+    secrets = {s["metadata"]["name"]: s for s in of_kind(docs, "Secret")}
+    assert secrets["litellm-master-key"]["stringData"]["LITELLM_MASTER_KEY"] == GATEWAY_KEY
+    assert secrets["ngc-api"]["stringData"]["NGC_API_KEY"] == NGC_KEY
+    auths = json.loads(secrets["ngc-registry"]["stringData"][".dockerconfigjson"])["auths"]
+    assert auths["nvcr.io"]["username"] == "$oauthtoken" and auths["nvcr.io"]["password"] == NGC_KEY
+    for path in out.glob("*.yaml"):
+        if path != secrets_file:
+            assert GATEWAY_KEY not in path.read_text() and NGC_KEY not in path.read_text()
+
+
+def schedule(docs, node_gpus):
+    """Place every replica of every Deployment as the scheduler could: GPU pods on GPU nodes with room,
+    others on the GPU nodes too when their placement lets them (worst case for the verifier)."""
+    free = {n: g for n, g in node_gpus.items()}
+    pods = []
+    for dep in of_kind(docs, "Deployment"):
+        template = dep["spec"]["template"]
+        wants = int(template["spec"]["containers"][0]["resources"]["limits"].get("nvidia.com/gpu", 0))
+        tolerates = any(t["key"] == "nvidia.com/gpu" for t in template["spec"].get("tolerations", []))
+        for replica in range(dep["spec"].get("replicas", 2)):
+            if wants:
+                node = next(n for n, g in free.items() if g >= wants)
+                free[node] -= wants
+            elif tolerates:
+                node = sorted(node_gpus)[replica % len(node_gpus)]
+            else:
+                continue  # kept off GPU nodes by its affinity
             pods.append(
                 {
                     "metadata": {
                         "name": f"{dep['metadata']['name']}-{replica}",
                         "namespace": dep["metadata"]["namespace"],
+                        "labels": template["metadata"]["labels"],
                     },
-                    "spec": dict(template["spec"], nodeName=slots.pop(0)),
+                    "spec": dict(template["spec"], nodeName=node),
                     "status": {"phase": "Running"},
                 }
             )
-    result = ga.analyze(nodes, pods, {n: 1 for n in node_names})
+    return pods
+
+
+def gpu_nodes(node_gpus, replicas=1):
+    return [
+        {
+            "metadata": {"name": n, "labels": {"ai-workload": "true", "nvidia.com/gpu.count": str(g)}},
+            "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
+            "status": {
+                "capacity": {"nvidia.com/gpu": str(g * replicas)},
+                "allocatable": {"nvidia.com/gpu": str(g * replicas)},
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        }
+        for n, g in node_gpus.items()
+    ]
+
+
+def test_gpu_verifier_finds_no_error_in_what_the_site_would_schedule(rendered):
+    """Schedule the rendered Deployments onto the inventory's GPU nodes and run the verifier on it, with the
+    collection's own placement rule for the gateway; without that rule the gateway on GPU nodes is flagged."""
+    site, docs, _out, _proc = rendered
+    node_gpus = ALLOCATABLE[site]  # GPUs times the time-slicing replicas of each node's class
+    pods = schedule(docs, node_gpus)
+    placement = "gpu" if site == "full" else "cpu"
+    rules = gw.allowed_on_gpu_nodes(
+        {"placement": placement, "namespace": "ia-services-payed", "deployment_name": "litellm-ha"}
+    )
+    result = ga.analyze(gpu_nodes(node_gpus), pods, dict(node_gpus), allowed_pods=rules)
     assert [f for f in result["findings"] if f["severity"] == "error"] == []
-    assert result["summary"]["requested"] == len(pods)
+    assert not [f for f in result["findings"] if f["code"] == "NON_GPU_POD_ON_GPU_NODE"]
+    if site == "full":
+        flagged = ga.analyze(gpu_nodes(node_gpus), pods, dict(node_gpus), allowed_pods=[])
+        assert [f for f in flagged["findings"] if f["code"] == "NON_GPU_POD_ON_GPU_NODE"]
+
+
+def test_airgap_chart_is_served_by_k3s(tmp_path):
+    (tmp_path / "inv").mkdir()
+    airgap = {"gpu_operator_install_mode": "airgap", "gpu_operator_chart_sha256": "0" * 64, "litellm_enabled": False}
+    inventory = write_site(tmp_path / "inv", ["cp-1"], {"gpu-1": 1}, airgap)
+    render(inventory, tmp_path / "out")
+    chart, _values = helm_values(load_docs(tmp_path / "out"))
+    assert chart["spec"]["chart"] == "https://%{KUBERNETES_API}%/static/charts/gpu-operator-v25.10.1.tgz"
+    assert "repo" not in chart["spec"]
 
 
 @pytest.mark.parametrize(
@@ -190,10 +511,50 @@ def test_impossible_plans_are_rejected(models, nodes, problem):
     assert any(problem in p for p in problems), problems
 
 
-def test_time_slicing_counts_in_the_capacity():
+def test_time_slicing_classes_count_in_the_capacity():
     models = [{"served_name": "a", "path": "m", "replicas": 4}]
-    assert sv.plan_problems(models, {"g1": 1}, "vllm/vllm-openai:v0.6.3", replicas_per_gpu=4) == []
-    assert sv.plan_problems(models, {"g1": 1}, "vllm/vllm-openai:v0.6.3", replicas_per_gpu=2)
+    shared, problems = sv.gpu_capacity({"g1": {"gpus": 1, "class": "shared"}}, {"shared": 4})
+    assert problems == [] and shared == {"g1": {"gpus": 1, "replicas": 4}}
+    assert sv.plan_problems(models, shared, "vllm/vllm-openai:v0.6.3") == []
+    half, _ = sv.gpu_capacity({"g1": {"gpus": 1, "class": ""}}, {"shared": 2}, "shared")
+    assert sv.plan_problems(models, half, "vllm/vllm-openai:v0.6.3")
+    _cap, problems = sv.gpu_capacity({"g1": {"gpus": 1, "class": "nope"}}, {"shared": 2})
+    assert problems and "'nope' is not in gpu_operator_time_slicing_classes" in problems[0]
+
+
+def test_tensor_parallel_counts_physical_gpus_not_slices():
+    """Two slices of one GPU are not two GPUs for tensor parallelism."""
+    capacity, _ = sv.gpu_capacity({"g1": {"gpus": 1, "class": "s"}}, {"s": 4})
+    problems = sv.plan_problems([{"served_name": "tp2", "path": "m", "tensor_parallel_size": 2}], capacity, "i:1")
+    assert any("tensor_parallel_size 2 is larger than the GPUs of any node (at most 1)" in p for p in problems)
+
+
+def test_nim_plan_rules():
+    nim = {"served_name": "n", "image": NIM_IMAGE, "gpus": 1, "replicas": 2, "max_replicas": 5}
+    problems = sv.plan_problems([], {"g1": 2, "g2": 2}, "i:1", nim_models=[nim])
+    assert any("max_replicas 5 x 1 GPU(s) is more than the cluster's 4" in p for p in problems)
+    assert sv.plan_problems([], {"g1": 2, "g2": 2}, "i:1", nim_models=[dict(nim, max_replicas=4)]) == []
+    single = sv.plan_problems([], {"g1": 2}, "i:1", nim_models=[dict(nim, replicas=1, max_replicas=1)])
+    assert any("needs at least 2 replicas" in p for p in single)
+
+
+@pytest.mark.parametrize(
+    ("key", "fragments"),
+    [
+        ("", ["is not set"]),
+        ("sk-1234", ["fewer than 32", "placeholder"]),
+        ("0f3a9c7e1b5d2f8a4c6e0b9d3f7a5c1e9b2d", ["does not start with sk-"]),
+        ("sk-" + "ab" * 20, ["too few distinct characters"]),
+        ("sk-changeme-0f3a9c7e1b5d2f8a4c6e0b9d3f7a", ["placeholder"]),
+        ("sk-5f0c9a1e7b3d48c2a6e9f1b7d3c5a8e0f2b4d6c8", []),
+    ],
+)
+def test_weak_master_keys_are_refused(key, fragments):
+    problems = gw.master_key_problems(key)
+    assert len(problems) == len(fragments), problems
+    for fragment in fragments:
+        assert any(fragment in p for p in problems), (fragment, problems)
+    assert all(not key or key not in p for p in problems)  # the key is never quoted
 
 
 @pytest.mark.parametrize(

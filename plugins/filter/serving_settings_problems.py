@@ -1,0 +1,76 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.k3s developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+DOCUMENTATION = r"""
+name: serving_settings_problems
+short_description: Settings of the GPU Operator or of the LiteLLM gateway that cannot work
+version_added: 0.1.0
+description:
+  - C(gpu_operator) checks the MIG strategy, the time-slicing classes, the default class, the hosts' classes
+    and the airgap chart archive name.
+  - C(litellm) refuses an unknown placement, fewer than 2 replicas and a gateway with no model to route to.
+  - C(litellm_key) refuses a missing or weak master key, never quoting it.
+options:
+  _input:
+    description: The component's settings (see its role defaults, without the role prefix).
+    type: dict
+    required: true
+  component:
+    description: C(gpu_operator), C(litellm) or C(litellm_key).
+    type: str
+    required: true
+  extra:
+    description: C(gpu_operator) the GPU hosts' classes (host to class); C(litellm_key) the master key.
+    type: raw
+"""
+
+EXAMPLES = r"""
+- name: Refuse a weak gateway key
+  ansible.builtin.assert:
+    that: problems | length == 0
+    fail_msg: "{{ problems }}"
+  vars:
+    problems: "{{ {} | aiinfra.k3s.serving_settings_problems('litellm_key', litellm_master_key) }}"
+  no_log: true
+"""
+
+RETURN = r"""
+_value:
+  description: One line per problem; empty when the settings can work.
+  type: list
+  elements: str
+"""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils import gateway, gpu_operator
+
+
+def litellm_problems(params):
+    problems = []
+    if params.get("placement") not in gateway.PLACEMENTS:
+        problems.append("litellm_placement is %r: use cpu (off GPU nodes), gpu or any" % (params.get("placement"),))
+    if int(params.get("replicas", 0)) < 2:
+        problems.append(
+            "litellm_replicas is %s: the gateway needs at least 2 to survive a pod loss" % params.get("replicas")
+        )
+    if params.get("models") == 0:
+        problems.append("the gateway has no model to route to: add vllm_models or nim_models, or disable litellm")
+    return problems
+
+
+def serving_settings_problems(params, component, extra=None):
+    params = dict(params)
+    if component == "gpu_operator":
+        return gpu_operator.operator_problems(params, dict(extra or {}))
+    if component == "litellm":
+        return litellm_problems(params)
+    if component == "litellm_key":
+        return gateway.master_key_problems(extra or "")
+    raise AnsibleFilterError("unknown component %r: use gpu_operator, litellm or litellm_key" % component)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"serving_settings_problems": serving_settings_problems}

@@ -1,0 +1,229 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.k3s developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The LiteLLM gateway: its routing table is read from the model-server Services that were rendered, so it
+names exactly the models and Services the site deploys."""
+
+import hashlib
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
+    SERVED_NAME,
+    disruption_budget,
+    dump_yaml,
+    labels_for,
+    plain,
+    spread,
+)
+
+PLACEMENTS = ("cpu", "gpu", "any")
+WEAK_WORDS = ("1234", "change", "example", "password", "secret", "test", "default", "master", "litellm")
+CONFIG_FILE = "/etc/litellm/config.yaml"
+
+
+def backends(objects):
+    """[{model, service, namespace, port}] for every rendered model-server Service (vLLM and NIM)."""
+    out = []
+    for obj in objects:
+        meta = obj.get("metadata") or {}
+        if obj.get("kind") != "Service" or SERVED_NAME not in (meta.get("annotations") or {}):
+            continue
+        out.append(
+            {
+                "model": meta["annotations"][SERVED_NAME],
+                "service": meta["name"],
+                "namespace": meta["namespace"],
+                "port": obj["spec"]["ports"][0]["port"],
+                "component": (meta.get("labels") or {}).get("app.kubernetes.io/component", ""),
+            }
+        )
+    return sorted(out, key=lambda b: b["model"])
+
+
+def gateway_config(routes, settings):
+    """LiteLLM proxy config.yaml as data. The master key is read from the environment (a Secret)."""
+    models = [r["model"] for r in routes]
+    return {
+        "model_list": [
+            {
+                "model_name": r["model"],
+                "litellm_params": {
+                    "model": "hosted_vllm/%s" % r["model"],
+                    "api_base": "http://%s.%s.svc.cluster.local:%s/v1" % (r["service"], r["namespace"], r["port"]),
+                    "timeout": int(settings["request_timeout"]),
+                },
+            }
+            for r in routes
+        ],
+        "litellm_settings": {
+            "callbacks": ["prometheus"],
+            "json_logs": True,
+            "request_timeout": int(settings["request_timeout"]),
+            "num_retries": int(settings["num_retries"]),
+            # X-Request-ID and the other x- headers of the caller reach the model servers.
+            "model_group_settings": {"forward_client_headers_to_llm_api": models},
+        },
+        "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY"},
+        "router_settings": {"routing_strategy": "least-busy"},
+    }
+
+
+def placement(params):
+    """nodeSelector/affinity/tolerations for the gateway pods."""
+    gpu_labels = params["gpu_node_selector"]
+    toleration = {"key": params["gpu_toleration_key"], "operator": "Exists", "effect": "NoSchedule"}
+    if params["placement"] == "gpu":
+        return {"nodeSelector": dict(gpu_labels), "tolerations": [toleration]}
+    if params["placement"] == "any":
+        return {"tolerations": [toleration]}
+    # cpu: keep off GPU nodes (their memory and CPUs feed the model servers).
+    return {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    # One term: the node must carry none of the GPU labels.
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": k, "operator": "NotIn", "values": [str(v)]}
+                                for k, v in sorted(gpu_labels.items())
+                            ]
+                        }
+                    ]
+                }
+            }
+        }
+    }
+
+
+def gateway_manifests(objects, params):
+    """ConfigMap, Deployment, Service and PodDisruptionBudget of the gateway, routing to the rendered model
+    servers. params: see roles/litellm/defaults/main.yml (without the litellm_ prefix)."""
+    params, objects = plain(params), plain(objects)
+    name, ns = params["deployment_name"], params["namespace"]
+    labels = labels_for(name, "gateway")
+    selector = {"app.kubernetes.io/name": name}
+    config = dump_yaml(gateway_config(backends(objects), params))
+    port = int(params["port"])
+
+    def probe(path, period, failures):
+        return {
+            "httpGet": {"path": path, "port": "http"},
+            "periodSeconds": period,
+            "timeoutSeconds": 5,
+            "failureThreshold": failures,
+        }
+
+    pod = {
+        "terminationGracePeriodSeconds": 60,
+        "enableServiceLinks": False,
+        "topologySpreadConstraints": spread(["kubernetes.io/hostname"], selector),
+        "containers": [
+            {
+                "name": "litellm",
+                "image": params["image"],
+                "imagePullPolicy": "IfNotPresent",
+                "args": ["--config", CONFIG_FILE, "--port", str(port), "--num_workers", str(params["workers"])],
+                "env": [
+                    {
+                        "name": "LITELLM_MASTER_KEY",
+                        "valueFrom": {"secretKeyRef": {"name": params["secret_name"], "key": "LITELLM_MASTER_KEY"}},
+                    },
+                    {"name": "JSON_LOGS", "value": "True"},
+                    {"name": "LITELLM_LOG", "value": params["log_level"]},
+                    {"name": "LITELLM_MODE", "value": "PRODUCTION"},
+                ],
+                "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
+                "resources": params["resources"],
+                "startupProbe": probe("/health/liveliness", 5, 24),
+                "readinessProbe": probe("/health/readiness", 10, 3),
+                "livenessProbe": probe("/health/liveliness", 15, 4),
+                "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", "sleep 10"]}}},
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "capabilities": {"drop": ["ALL"]},
+                    "seccompProfile": {"type": "RuntimeDefault"},
+                },
+                "volumeMounts": [{"name": "config", "mountPath": "/etc/litellm", "readOnly": True}],
+            }
+        ],
+        "volumes": [{"name": "config", "configMap": {"name": name + "-config"}}],
+    }
+    pod.update(placement(params))
+    annotations = {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": str(port),
+        "prometheus.io/path": "/metrics/",
+        # A new routing table rolls the pods (K3s re-applies the file; the pods would keep the old config).
+        "aiinfra.io/config-sha256": hashlib.sha256(config.encode()).hexdigest(),
+    }
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name + "-config", "namespace": ns, "labels": labels},
+            "data": {"config.yaml": config},
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "spec": {
+                "replicas": int(params["replicas"]),
+                "revisionHistoryLimit": 3,
+                "selector": {"matchLabels": selector},
+                "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+                "template": {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod},
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": params["service_name"], "namespace": ns, "labels": labels},
+            "spec": {
+                "type": "ClusterIP",
+                "selector": selector,
+                "ports": [{"name": "http", "port": port, "targetPort": "http", "protocol": "TCP"}],
+            },
+        },
+        disruption_budget(name, ns, labels),
+    ]
+
+
+def gateway_secret(params, master_key):
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": params["secret_name"],
+            "namespace": params["namespace"],
+            "labels": labels_for(params["deployment_name"], "credentials"),
+        },
+        "type": "Opaque",
+        "stringData": {"LITELLM_MASTER_KEY": master_key},
+    }
+
+
+def master_key_problems(key):
+    """Why a LiteLLM master key must be refused (never quoting the key)."""
+    fix = "put a random key in a vault-encrypted group_vars file, e.g. sk-$(openssl rand -hex 24)"
+    if not key:
+        return ["litellm_master_key is not set: " + fix]
+    problems = []
+    if not key.startswith("sk-"):
+        problems.append("litellm_master_key does not start with sk- (LiteLLM requires it): " + fix)
+    body = key[3:] if key.startswith("sk-") else key
+    if len(body) < 32:
+        problems.append("litellm_master_key has %d characters after sk-, fewer than 32: %s" % (len(body), fix))
+    elif len(set(body)) < 12:
+        problems.append("litellm_master_key repeats too few distinct characters to be random: " + fix)
+    lowered = key.lower()
+    if any(word in lowered for word in WEAK_WORDS):
+        problems.append("litellm_master_key contains a well-known placeholder word: " + fix)
+    return problems
+
+
+def allowed_on_gpu_nodes(params):
+    """The verifier's allowed_pods rule for the gateway when it is placed on GPU nodes, else []."""
+    if params["placement"] == "cpu":
+        return []
+    return [{"namespace": params["namespace"], "labels": {"app.kubernetes.io/name": params["deployment_name"]}}]

@@ -1,0 +1,199 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.k3s developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The NVIDIA GPU Operator as a K3s HelmChart (helm.cattle.io/v1), plus its time-slicing ConfigMap.
+
+K3s's Helm controller installs the chart from the auto-deploy directory; in airgap mode the chart archive is
+served by K3s itself from /var/lib/rancher/k3s/server/static/charts through the %{KUBERNETES_API}% URL.
+"""
+
+import copy
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import dump_yaml, labels_for, plain
+
+MIG_STRATEGIES = ("none", "single", "mixed")
+STATIC_CHARTS = "/var/lib/rancher/k3s/server/static/charts"
+# Image repositories of the chart's components: default prefix -> path kept under a mirror registry.
+REPOSITORIES = {
+    "operator": "nvidia",
+    "validator": "nvidia/cloud-native",
+    "driver": "nvidia",
+    "toolkit": "nvidia/k8s",
+    "devicePlugin": "nvidia",
+    "dcgm": "nvidia/cloud-native",
+    "dcgmExporter": "nvidia/k8s",
+    "gfd": "nvidia",
+    "migManager": "nvidia/cloud-native",
+    "nodeStatusExporter": "nvidia/cloud-native",
+}
+
+
+def merge(base, extra):
+    """Deep merge of mappings (extra wins); lists are replaced."""
+    out = copy.deepcopy(base)
+    for key, value in (extra or {}).items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def time_slicing_config(replicas, mig_strategy):
+    """One device-plugin configuration (a key of the time-slicing ConfigMap)."""
+    config = {"version": "v1", "flags": {"migStrategy": mig_strategy}}
+    if int(replicas) > 1:
+        config["sharing"] = {
+            "timeSlicing": {
+                "renameByDefault": False,
+                "failRequestsGreaterThanOne": False,
+                "resources": [{"name": "nvidia.com/gpu", "replicas": int(replicas)}],
+            }
+        }
+    return dump_yaml(config)
+
+
+def chart_values(params):
+    """Helm values of the GPU Operator for K3s."""
+    toleration = {"key": params["gpu_toleration_key"], "operator": "Exists", "effect": "NoSchedule"}
+    values = {
+        "operator": {"defaultRuntime": "containerd"},
+        "driver": {"enabled": bool(params["driver_enabled"])},
+        "toolkit": {
+            "enabled": bool(params["toolkit_enabled"]),
+            # K3s runs its own containerd: its socket, and the config file K3s regenerates on every start.
+            # K3s also detects the toolkit's runtime under /usr/local/nvidia/toolkit when it (re)starts and
+            # ships the nvidia RuntimeClass, so the runtime survives the regeneration.
+            "env": [
+                {"name": "CONTAINERD_CONFIG", "value": params["containerd_config"]},
+                {"name": "CONTAINERD_SOCKET", "value": params["containerd_socket"]},
+                {"name": "CONTAINERD_RUNTIME_CLASS", "value": params["runtime_class"]},
+                {"name": "CONTAINERD_SET_AS_DEFAULT", "value": "true" if params["runtime_default"] else "false"},
+            ],
+        },
+        "devicePlugin": {"enabled": True},
+        "dcgm": {"enabled": bool(params["dcgm_enabled"])},
+        "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": bool(params["service_monitor"])}},
+        "daemonsets": {"tolerations": [toleration]},
+        "node-feature-discovery": {"worker": {"tolerations": [toleration]}},
+    }
+    if params["mig_strategy"] != "none":
+        values["mig"] = {"strategy": params["mig_strategy"]}
+        values["migManager"] = {"enabled": True}
+    else:
+        values["migManager"] = {"enabled": False}
+    if params["time_slicing_classes"]:
+        values["devicePlugin"]["config"] = {
+            "name": params["time_slicing_configmap"],
+            "default": params["time_slicing_default"] or "",
+        }
+    if params["registry"]:
+        registry = params["registry"].rstrip("/")
+        for component, path in REPOSITORIES.items():
+            values.setdefault(component, {})["repository"] = "%s/%s" % (registry, path)
+        values["node-feature-discovery"]["image"] = {"repository": "%s/nfd/node-feature-discovery" % registry}
+    return merge(values, params.get("extra_values") or {})
+
+
+def chart_source(params):
+    """(chart, repo) of the HelmChart: the repository online, K3s's static charts URL in airgap mode."""
+    if params["airgap"]:
+        return "https://%%{KUBERNETES_API}%%/static/charts/%s" % params["chart_file"], None
+    return params["chart_name"], params["chart_repo"]
+
+
+def gpu_operator_manifests(params):
+    """Namespace (privileged: the operator's pods load drivers and mount host paths), the time-slicing
+    ConfigMap when classes are defined, and the HelmChart."""
+    params = plain(params)
+    ns = params["namespace"]
+    out = [
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": ns,
+                "labels": {
+                    "pod-security.kubernetes.io/enforce": "privileged",
+                    "app.kubernetes.io/managed-by": "aiinfra.k3s",
+                },
+            },
+        }
+    ]
+    if params["time_slicing_classes"]:
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": params["time_slicing_configmap"],
+                    "namespace": ns,
+                    "labels": labels_for("gpu-operator", "time-slicing"),
+                },
+                "data": {
+                    name: time_slicing_config(replicas, params["mig_strategy"])
+                    for name, replicas in sorted(params["time_slicing_classes"].items())
+                },
+            }
+        )
+    chart, repo = chart_source(params)
+    spec = {
+        "chart": chart,
+        "version": params["chart_version"],
+        "targetNamespace": ns,
+        "createNamespace": False,
+        "valuesContent": dump_yaml(chart_values(params)),
+    }
+    if repo:
+        spec["repo"] = repo
+    out.append(
+        {
+            "apiVersion": "helm.cattle.io/v1",
+            "kind": "HelmChart",
+            "metadata": {
+                "name": "gpu-operator",
+                "namespace": "kube-system",
+                "labels": labels_for("gpu-operator", "helm-chart"),
+            },
+            "spec": spec,
+        }
+    )
+    return out
+
+
+def operator_problems(params, hosts):
+    """Settings that cannot work. hosts: {GPU host: its aiinfra_gpu_class or empty}."""
+    problems = []
+    if params["mig_strategy"] not in MIG_STRATEGIES:
+        problems.append(
+            "gpu_operator_mig_strategy is %r: use one of %s" % (params["mig_strategy"], ", ".join(MIG_STRATEGIES))
+        )
+    classes = params["time_slicing_classes"] or {}
+    for name, replicas in sorted(classes.items()):
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 1:
+            problems.append(
+                "gpu_operator_time_slicing_classes[%s] is %r: give a whole number of replicas per GPU, 1 or more"
+                % (name, replicas)
+            )
+        if not name or not all(c.isalnum() or c in "-_." for c in name):
+            problems.append(
+                "gpu_operator_time_slicing_classes has the class name %r: use letters, digits, - _ ." % name
+            )
+    default = params["time_slicing_default"]
+    if default and default not in classes:
+        problems.append(
+            "gpu_operator_time_slicing_default is %r but gpu_operator_time_slicing_classes has %s: add it or "
+            "pick one of them" % (default, ", ".join(sorted(classes)) or "no class")
+        )
+    for host, wanted in sorted(hosts.items()):
+        if wanted and not classes:
+            problems.append(
+                "%s: aiinfra_gpu_class is %r but no time-slicing class is defined: set "
+                "gpu_operator_time_slicing_classes or drop the host variable" % (host, wanted)
+            )
+    if params["airgap"] and not params["chart_file"].endswith(".tgz"):
+        problems.append(
+            "gpu_operator_chart_file is %r: airgap mode serves a chart archive (.tgz) from K3s's static charts"
+            % params["chart_file"]
+        )
+    return problems
