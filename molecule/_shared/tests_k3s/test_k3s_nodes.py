@@ -128,14 +128,59 @@ def test_model_store_on_gpu_nodes_only(host):
         assert not store.exists
 
 
+MANIFESTS = "/var/lib/rancher/k3s/server/manifests"
+GATEWAY_KEY = "sk-5f0c9a1e7b3d48c2a6e9f1b7d3c5a8e0f2b4d6c8"  # molecule/_shared/k3s_group_vars/all/k3s.yml
+
+
+def kinds_in(host, name):
+    f = host.file(f"{MANIFESTS}/aiinfra-{name}.yaml")
+    assert (f.user, f.group, f.mode) == ("root", "root", 0o600), name
+    return [d["kind"] for d in yaml.safe_load_all(f.content_string) if d]
+
+
 def test_serving_manifests_wait_on_the_first_server(host):
-    manifests = host.file("/var/lib/rancher/k3s/server/manifests/aiinfra-vllm.yaml")
+    files = (
+        sorted(f for f in host.file(MANIFESTS).listdir() if f.startswith("aiinfra-"))
+        if host.file(MANIFESTS).exists
+        else []
+    )
     if name_of(host) != SERVERS[0]:
-        assert not manifests.exists
+        assert files == []
         return
-    assert (manifests.user, manifests.mode) == ("root", 0o600)
-    kinds = [d["kind"] for d in yaml.safe_load_all(manifests.content_string) if d]
-    assert kinds == ["Deployment", "Service"]
-    storage = host.file("/var/lib/rancher/k3s/server/manifests/aiinfra-model-registry.yaml").content_string
-    kinds = [d["kind"] for d in yaml.safe_load_all(storage) if d]
-    assert kinds == ["Namespace", "StorageClass"] + ["PersistentVolume"] * len(GPU) + ["PersistentVolumeClaim"]
+    assert files == [
+        "aiinfra-gpu-operator.yaml",
+        "aiinfra-litellm.yaml",
+        "aiinfra-model-registry.yaml",
+        "aiinfra-serving-secrets.yaml",
+        "aiinfra-vllm.yaml",
+    ]  # no NIM model in the scenario: no file for it
+    assert kinds_in(host, "vllm") == ["ConfigMap", "Deployment", "Service"]
+    assert kinds_in(host, "model-registry") == (
+        ["Namespace", "StorageClass"] + ["PersistentVolume"] * len(GPU) + ["PersistentVolumeClaim"]
+    )
+    assert kinds_in(host, "gpu-operator") == ["Namespace", "HelmChart"]
+    assert kinds_in(host, "litellm") == ["ConfigMap", "Deployment", "Service", "PodDisruptionBudget"]
+    assert kinds_in(host, "serving-secrets") == ["Secret"]
+
+
+def test_gpu_operator_chart_is_staged_for_k3s_airgap(host):
+    chart = host.file("/var/lib/rancher/k3s/server/static/charts/gpu-operator-v25.10.1.tgz")
+    if name_of(host) != SERVERS[0]:
+        assert not chart.exists
+        return
+    assert (chart.user, chart.mode) == ("root", 0o600)
+    assert chart.sha256sum == sha256_of(AIRGAP / "gpu-operator-v25.10.1.tgz")
+    helm = next(
+        d
+        for d in yaml.safe_load_all(host.file(f"{MANIFESTS}/aiinfra-gpu-operator.yaml").content_string)
+        if d and d["kind"] == "HelmChart"
+    )
+    assert helm["spec"]["chart"] == "https://%{KUBERNETES_API}%/static/charts/gpu-operator-v25.10.1.tgz"
+
+
+def test_gateway_key_only_in_the_secret_file(host):
+    if name_of(host) != SERVERS[0]:
+        return
+    assert GATEWAY_KEY in host.file(f"{MANIFESTS}/aiinfra-serving-secrets.yaml").content_string
+    for name in ("litellm", "vllm", "gpu-operator", "model-registry"):
+        assert GATEWAY_KEY not in host.file(f"{MANIFESTS}/aiinfra-{name}.yaml").content_string

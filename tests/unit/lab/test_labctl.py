@@ -78,6 +78,17 @@ def test_render_inventory_is_yaml_with_the_three_groups():
     assert labctl.known_hosts_lines(nodes).splitlines()[1] == "lab-gpu-1,10.89.0.3 ssh-ed25519 BBB"
 
 
+def test_lab_secrets_go_into_the_inventory_and_stay_private(tmp_path, monkeypatch):
+    monkeypatch.setattr(labctl, "STATE_DIR", tmp_path)
+    first = labctl.ensure_secrets()
+    assert set(first) == {"k3s_token", "litellm_master_key"}
+    assert first["litellm_master_key"].startswith("sk-") and len(first["litellm_master_key"]) == 51
+    assert labctl.ensure_secrets() == first  # made once, then reused
+    assert all((tmp_path / f).stat().st_mode & 0o777 == 0o600 for f in labctl.LAB_SECRETS)
+    inv = yaml.safe_load(labctl.render_inventory({"lab-cp-1": {"kind": "server", "ip": "1"}}, "k", "kh", first))
+    assert {k: inv["all"]["vars"][k] for k in first} == first
+
+
 def test_no_gpu_agents_gives_empty_groups():
     inv = yaml.safe_load(labctl.render_inventory({"lab-cp-1": {"kind": "server", "ip": "1"}}, "k", "kh"))
     assert inv["all"]["children"]["gpu_nodes"]["hosts"] == {}
