@@ -11,7 +11,10 @@ import base64
 import json
 import re
 
-import yaml
+try:
+    import yaml
+except ImportError:  # only the controller renders manifests, and Ansible brings PyYAML there
+    yaml = None
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils import json_logging
 
@@ -38,14 +41,14 @@ def plain(value):
     return value
 
 
-class _NoAliasDumper(yaml.SafeDumper):
-    def ignore_aliases(self, data):
-        return True
-
-
 def dump_yaml(data):
     """YAML text for files read by other programs (Helm values, LiteLLM config): no anchors, sorted keys."""
-    return yaml.dump(plain(data), Dumper=_NoAliasDumper, sort_keys=True, default_flow_style=False)
+
+    class NoAliasDumper(yaml.SafeDumper):
+        def ignore_aliases(self, data):
+            return True
+
+    return yaml.dump(plain(data), Dumper=NoAliasDumper, sort_keys=True, default_flow_style=False)
 
 
 class ServingError(Exception):

@@ -415,7 +415,7 @@ def test_secrets_are_rendered_only_on_request_and_never_printed(rendered):
 def schedule(docs, node_gpus):
     """Place every replica of every Deployment as the scheduler could: GPU pods on GPU nodes with room,
     others on the GPU nodes too when their placement lets them (worst case for the verifier)."""
-    free = {n: g for n, g in node_gpus.items()}
+    free = dict(node_gpus)
     pods = []
     for dep in of_kind(docs, "Deployment"):
         template = dep["spec"]["template"]
@@ -516,7 +516,7 @@ def test_time_slicing_classes_count_in_the_capacity():
     shared, problems = sv.gpu_capacity({"g1": {"gpus": 1, "class": "shared"}}, {"shared": 4})
     assert problems == [] and shared == {"g1": {"gpus": 1, "replicas": 4}}
     assert sv.plan_problems(models, shared, "vllm/vllm-openai:v0.6.3") == []
-    half, _ = sv.gpu_capacity({"g1": {"gpus": 1, "class": ""}}, {"shared": 2}, "shared")
+    half, _problems = sv.gpu_capacity({"g1": {"gpus": 1, "class": ""}}, {"shared": 2}, "shared")
     assert sv.plan_problems(models, half, "vllm/vllm-openai:v0.6.3")
     _cap, problems = sv.gpu_capacity({"g1": {"gpus": 1, "class": "nope"}}, {"shared": 2})
     assert problems and "'nope' is not in gpu_operator_time_slicing_classes" in problems[0]
@@ -524,7 +524,7 @@ def test_time_slicing_classes_count_in_the_capacity():
 
 def test_tensor_parallel_counts_physical_gpus_not_slices():
     """Two slices of one GPU are not two GPUs for tensor parallelism."""
-    capacity, _ = sv.gpu_capacity({"g1": {"gpus": 1, "class": "s"}}, {"s": 4})
+    capacity, _problems = sv.gpu_capacity({"g1": {"gpus": 1, "class": "s"}}, {"s": 4})
     problems = sv.plan_problems([{"served_name": "tp2", "path": "m", "tensor_parallel_size": 2}], capacity, "i:1")
     assert any("tensor_parallel_size 2 is larger than the GPUs of any node (at most 1)" in p for p in problems)
 
