@@ -7,7 +7,9 @@ The "binary" is a shell script that says it is a test artifact and exits 1, so a
 k3s_start=false fails loudly instead of pretending a cluster runs. --tamper changes a file after the
 checksum file is written (or corrupts the checksum file); --drop removes one file. --chart writes a
 Helm-shaped chart archive NAME-VERSION.tgz (a real gzip tar with NAME/Chart.yaml, no templates) and its
-sha256 in NAME-VERSION.tgz.sha256, as the airgap GPU Operator chart is expected.
+sha256 in NAME-VERSION.tgz.sha256, as the airgap GPU Operator chart is expected. --model writes a small
+model directory models/PATH (config.json, tokenizer.json, model.safetensors: test bytes, not weights) with its
+SHA256SUMS, as model_registry seeds it.
 """
 
 import argparse
@@ -63,6 +65,24 @@ def make_chart(directory, name, version):
     return archive
 
 
+def make_model(directory, path, tamper=False):
+    """A model-shaped directory with a SHA256SUMS file (sha256sum format); tamper alters a file afterwards."""
+    model = Path(directory) / "models" / path
+    model.mkdir(parents=True, exist_ok=True)
+    files = {
+        "config.json": '{"architectures": ["aiinfra.k3s test artifact, not a model"]}\n',
+        "tokenizer.json": '{"version": "test"}\n',
+        "model.safetensors": "".join(f"{i:08x}" for i in range(4096)),
+    }
+    for name, content in files.items():
+        (model / name).write_text(content)
+    sums = [f"{hashlib.sha256((model / n).read_bytes()).hexdigest()}  {n}" for n in sorted(files)]
+    (model / "SHA256SUMS").write_text("\n".join(sums) + "\n")
+    if tamper:
+        (model / "model.safetensors").write_text("tampered")
+    return model
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("directory")
@@ -70,6 +90,7 @@ def main(argv=None):
     parser.add_argument("--tamper", choices=["binary", "images", "sums"])
     parser.add_argument("--drop")
     parser.add_argument("--chart", action="append", default=[], metavar="NAME:VERSION")
+    parser.add_argument("--model", action="append", default=[], metavar="PATH")
     args = parser.parse_args(argv)
     made = list(make_bundle(args.directory, args.arch, args.tamper, args.drop).values())
     for spec in args.chart:
@@ -77,6 +98,7 @@ def main(argv=None):
         if not name or not version:
             parser.error("--chart takes NAME:VERSION, e.g. gpu-operator:v25.10.1")
         made.append(make_chart(args.directory, name, version))
+    made.extend(make_model(args.directory, path) for path in args.model)
     print(" ".join(str(p) for p in made))
     return 0
 

@@ -601,7 +601,13 @@ def plan_problems(models, capacity, default_image, nim_models=(), store_paths=No
             problems.append(
                 "%s: image %r is not pinned: use an explicit version tag or a digest" % (name, work["image"])
             )
-        if store_paths is not None and work["path"] is not None and work["path"] not in store_paths:
+        if work["path"] is not None and (
+            not work["path"] or work["path"].startswith("/") or ".." in work["path"].split("/")
+        ):
+            problems.append(
+                "%s: model path %r must be relative to the model store, without '..'" % (name, work["path"])
+            )
+        elif store_paths is not None and work["path"] is not None and work["path"] not in store_paths:
             problems.append(
                 "%s: model path %r is not in the model store (%s): seed it first"
                 % (name, work["path"], ", ".join(sorted(store_paths)) or "empty")

@@ -138,6 +138,19 @@ def kinds_in(host, name):
     return [d["kind"] for d in yaml.safe_load_all(f.content_string) if d]
 
 
+def test_seeded_model_is_verified_in_the_store_of_gpu_nodes(host):
+    model = "/data/model-registry/nvidia/Nemotron-4-35B"
+    if name_of(host) not in GPU:
+        assert not host.file(model).exists
+        return
+    source = AIRGAP / "models" / "nvidia" / "Nemotron-4-35B"
+    for name in ("config.json", "tokenizer.json", "model.safetensors", "SHA256SUMS"):
+        f = host.file(f"{model}/{name}")
+        assert (f.user, f.mode) == ("root", 0o644), name
+        assert f.sha256sum == sha256_of(source / name), name
+    assert host.run(f"cd {model} && sha256sum --check --strict --quiet SHA256SUMS").rc == 0
+
+
 def test_serving_manifests_wait_on_the_first_server(host):
     files = (
         sorted(f for f in host.file(MANIFESTS).listdir() if f.startswith("aiinfra-"))

@@ -1,0 +1,82 @@
+"""model_registry's seeding, run for real on this machine (local connection): verified copy, idempotent
+re-run, and a tampered source refused before anything is copied."""
+
+import os
+
+import pytest
+import yaml
+from conftest import run_playbook, write_inventory
+from make_test_airgap import make_model
+
+MODEL = "nvidia/Nemotron-4-35B"
+
+
+def seed(tmp_path, source, store, check=False, required=True, models=(MODEL,)):
+    inventory = write_inventory(
+        tmp_path / "inv",
+        {
+            "all": {
+                "hosts": {
+                    "gpu-1": {
+                        "ansible_connection": "local",
+                        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                    }
+                }
+            }
+        },
+        {
+            "model_registry_path": str(store),
+            "model_registry_owner": str(os.getuid()),
+            "model_registry_group": str(os.getgid()),
+            "model_registry_min_free_gib": 0,
+            "model_registry_seed_dir": str(source / "models"),
+            "model_registry_seed_models": list(models),
+            "model_registry_expected_models": [MODEL],
+            "model_registry_require_models": required,
+        },
+    )
+    playbook = tmp_path / "seed.yml"
+    playbook.write_text(
+        yaml.safe_dump([{"hosts": "all", "gather_facts": False, "roles": [{"role": "aiinfra.k3s.model_registry"}]}])
+    )
+    return run_playbook(str(playbook), inventory, extra=["--check"] if check else [])
+
+
+def stats(result):
+    return result["stats"]["gpu-1"]
+
+
+@pytest.mark.slow
+def test_seed_copies_verifies_and_is_idempotent(tmp_path):
+    make_model(tmp_path / "src", MODEL)
+    store = tmp_path / "store"
+    proc, result = seed(tmp_path, tmp_path / "src", store)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    copied = store / MODEL
+    for name in ("config.json", "tokenizer.json", "model.safetensors", "SHA256SUMS"):
+        assert (copied / name).read_bytes() == (tmp_path / "src" / "models" / MODEL / name).read_bytes()
+    assert stats(result)["changed"] > 0
+    proc, result = seed(tmp_path, tmp_path / "src", store)
+    assert proc.returncode == 0 and stats(result)["changed"] == 0, proc.stdout[-3000:]
+    proc, result = seed(tmp_path, tmp_path / "src", store, check=True)
+    assert proc.returncode == 0 and stats(result)["changed"] == 0
+
+
+@pytest.mark.slow
+def test_tampered_source_is_refused_before_copying(tmp_path):
+    make_model(tmp_path / "src", MODEL, tamper=True)
+    store = tmp_path / "store"
+    proc, _result = seed(tmp_path, tmp_path / "src", store)
+    assert proc.returncode != 0
+    assert f"{MODEL} under model_registry_seed_dir" in proc.stdout and "Nothing was copied" in proc.stdout
+    assert "model.safetensors: FAILED" in proc.stdout
+    assert not (store / MODEL).exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("required", [False, True])
+def test_missing_model_warns_or_fails(tmp_path, required):
+    store = tmp_path / "store"
+    proc, _result = seed(tmp_path, tmp_path / "src", store, required=required, models=())
+    assert (proc.returncode == 0) is not required, proc.stdout[-2000:]
+    assert f"{MODEL} missing under {store}" in proc.stdout or f"missing in the store: {MODEL}" in proc.stdout
