@@ -97,8 +97,9 @@ test: venv links ## Everything CI runs: lint, sanity, unit, molecule (with each 
 	  t0=$$(date +%s); $(MAKE) --no-print-directory $$t; echo "[time] make $$t: $$(( $$(date +%s) - t0 ))s"; \
 	done
 
-bench: venv links ## Lab converge and no-op re-run timings for 3 and 12 nodes
+bench: venv links ## Lab converge and no-op re-run timings for 3 and 12 nodes; manifest render timings
 	$(BIN)/python benchmarks/lab_converge.py --nodes 3 --nodes 12
+	$(BIN)/python benchmarks/render_manifests.py
 
 clean: lab-down ## Remove the lab and caches
 	rm -rf $(CACHE)

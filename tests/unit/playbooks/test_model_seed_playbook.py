@@ -50,6 +50,9 @@ def stats(result):
 def test_seed_copies_verifies_and_is_idempotent(tmp_path):
     make_model(tmp_path / "src", MODEL)
     store = tmp_path / "store"
+    proc, result = seed(tmp_path, tmp_path / "src", store, check=True)  # a fresh node in --check
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert not (store / MODEL).exists()
     proc, result = seed(tmp_path, tmp_path / "src", store)
     assert proc.returncode == 0, proc.stdout[-3000:]
     copied = store / MODEL
