@@ -156,6 +156,9 @@ def gateway_manifests(objects, params):
         # A new routing table rolls the pods (K3s re-applies the file; the pods would keep the old config).
         "aiinfra.io/config-sha256": hashlib.sha256(config.encode()).hexdigest(),
     }
+    if params.get("secret_sha256"):
+        # Same for a new master key: the digest of a random 32+ character key reveals nothing usable.
+        annotations["aiinfra.io/secret-sha256"] = params["secret_sha256"]
     return [
         {
             "apiVersion": "v1",

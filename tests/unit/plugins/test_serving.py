@@ -2,6 +2,7 @@
 Kubernetes schema validation (the K3s release's Kubernetes version), custom resources against their CRD
 schema, policies kept as data, and the GPU verifier run on what the cluster would schedule."""
 
+import hashlib
 import json
 import re
 import stat
@@ -410,6 +411,9 @@ def test_secrets_are_rendered_only_on_request_and_never_printed(rendered):
     for path in out.glob("*.yaml"):
         if path != secrets_file:
             assert GATEWAY_KEY not in path.read_text() and NGC_KEY not in path.read_text()
+    (dep,) = [d for d in of_kind(docs, "Deployment") if d["metadata"]["name"] == "litellm-ha"]
+    digest = hashlib.sha256(GATEWAY_KEY.encode()).hexdigest()  # a new key rolls the gateway pods
+    assert dep["spec"]["template"]["metadata"]["annotations"]["aiinfra.io/secret-sha256"] == digest
 
 
 def schedule(docs, node_gpus):
