@@ -25,7 +25,7 @@ SANITY_PYTHON := $(shell $(BIN)/python -c 'import sys; print("%d.%d" % sys.versi
 SANITY_ROOT := $(or $(TMPDIR),/tmp)/aiinfra-k3s-sanity/ansible_collections/aiinfra/k3s
 AIRGAP_ARGS := $(if $(K3S_AIRGAP_DIR),-e k3s_install_mode=airgap -e k3s_airgap_dir=$(abspath $(K3S_AIRGAP_DIR)),)
 
-.PHONY: help venv links docs-check lab lab-up lab-down lab-status test lint yamllint ansible-lint ruff sanity unit molecule bench clean
+.PHONY: help venv links crd-deps docs-check lab lab-up lab-down lab-status test lint yamllint ansible-lint ruff sanity unit molecule bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -84,7 +84,20 @@ sanity: venv ## ansible-test sanity from a copy under ansible_collections/aiinfr
 	$(BIN)/python tests/sanity/pip_bootstrap.py --install
 	cd "$(SANITY_ROOT)" && $(BIN)/ansible-test sanity --python $(SANITY_PYTHON) --requirements --color no
 
-unit: venv links ## pytest unit tests
+CRD_DEPS := tests/crd/node_modules/.installed
+
+$(CRD_DEPS): tests/crd/package.json tests/crd/package-lock.json
+	@if ! command -v npm >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "[crd-deps] npm not found: installing nodejs and npm with apt-get"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
+	  else echo "ERROR: npm not found (CRD schema tests): apt-get install nodejs npm" >&2; exit 1; fi; fi
+	npm ci --prefix tests/crd --no-audit --no-fund --loglevel=error
+	@touch "$@"
+
+crd-deps: $(CRD_DEPS) ## Install the pinned CRD schema packages (npm) the unit tests validate against
+
+unit: venv links crd-deps ## pytest unit tests
 	$(BIN)/pytest tests/unit
 
 molecule: venv links ## Molecule scenarios on lab nodes

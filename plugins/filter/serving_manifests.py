@@ -19,13 +19,18 @@ description:
     HelmChart of the NVIDIA GPU Operator.
   - C(litellm) takes the rendered model-server objects and returns the gateway routing to exactly their
     Services; C(litellm_secret) takes the master key and returns its Secret.
+  - C(traefik) returns the gateway's Middlewares (rate limit, prefix strip, HTTPS redirect), its HTTPS and HTTP
+    IngressRoutes and the HelmChartConfig of K3s's bundled Traefik; C(cert_manager) returns cert-manager's
+    namespace and HelmChart, the ClusterIssuer(s) and the Certificates.
 options:
   _input:
     description: GPU node names, a model list, rendered objects or a secret, depending on O(component).
     type: raw
     required: true
   component:
-    description: One of C(model_registry), C(vllm), C(nim), C(ngc_secrets), C(gpu_operator), C(litellm), C(litellm_secret).
+    description: >-
+      One of C(model_registry), C(vllm), C(nim), C(ngc_secrets), C(gpu_operator), C(litellm), C(litellm_secret),
+      C(traefik), C(cert_manager).
     type: str
     required: true
   params:
@@ -53,7 +58,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import gateway, gpu_operator, serving
+from ansible_collections.aiinfra.k3s.plugins.module_utils import edge, gateway, gpu_operator, serving
 
 BUILDERS = {
     "model_registry": lambda items, params, site: serving.model_registry_manifests(list(items), params),
@@ -65,6 +70,8 @@ BUILDERS = {
     "gpu_operator": lambda _items, params, site: gpu_operator.gpu_operator_manifests(params),
     "litellm": lambda objects, params, site: gateway.gateway_manifests(list(objects), params),
     "litellm_secret": lambda key, params, site: [gateway.gateway_secret(params, key)],
+    "traefik": lambda _items, params, site: edge.traefik_manifests(params),
+    "cert_manager": lambda _items, params, site: edge.cert_manager_manifests(params),
 }
 
 

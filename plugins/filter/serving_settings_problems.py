@@ -11,17 +11,21 @@ description:
     and the airgap chart archive name.
   - C(litellm) refuses an unknown placement, fewer than 2 replicas and a gateway with no model to route to.
   - C(litellm_key) refuses a missing or weak master key, never quoting it.
+  - C(edge) checks the Traefik host, path prefix and rate limit and, with O(extra) set to cert-manager's
+    settings, the issuer kind and the ACME contact.
 options:
   _input:
     description: The component's settings (see its role defaults, without the role prefix).
     type: dict
     required: true
   component:
-    description: C(gpu_operator), C(litellm) or C(litellm_key).
+    description: C(gpu_operator), C(litellm), C(litellm_key) or C(edge).
     type: str
     required: true
   extra:
-    description: C(gpu_operator) the GPU hosts' classes (host to class); C(litellm_key) the master key.
+    description: >-
+      C(gpu_operator) the GPU hosts' classes (host to class); C(litellm_key) the master key; C(edge)
+      cert-manager's settings (or null when cert-manager is off).
     type: raw
 """
 
@@ -44,7 +48,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import gateway, gpu_operator
+from ansible_collections.aiinfra.k3s.plugins.module_utils import edge, gateway, gpu_operator
 
 
 def litellm_problems(params):
@@ -68,7 +72,9 @@ def serving_settings_problems(params, component, extra=None):
         return litellm_problems(params)
     if component == "litellm_key":
         return gateway.master_key_problems(extra or "")
-    raise AnsibleFilterError("unknown component %r: use gpu_operator, litellm or litellm_key" % component)
+    if component == "edge":
+        return edge.edge_problems(params, dict(extra) if extra else None)
+    raise AnsibleFilterError("unknown component %r: use gpu_operator, litellm, litellm_key or edge" % component)
 
 
 class FilterModule(object):

@@ -161,10 +161,12 @@ def test_serving_manifests_wait_on_the_first_server(host):
         assert files == []
         return
     assert files == [
+        "aiinfra-cert-manager.yaml",
         "aiinfra-gpu-operator.yaml",
         "aiinfra-litellm.yaml",
         "aiinfra-model-registry.yaml",
         "aiinfra-serving-secrets.yaml",
+        "aiinfra-traefik.yaml",
         "aiinfra-vllm.yaml",
     ]  # no NIM model in the scenario: no file for it
     assert kinds_in(host, "vllm") == ["ConfigMap", "Deployment", "Service"]
@@ -174,6 +176,10 @@ def test_serving_manifests_wait_on_the_first_server(host):
     assert kinds_in(host, "gpu-operator") == ["Namespace", "HelmChart"]
     assert kinds_in(host, "litellm") == ["ConfigMap", "Deployment", "Service", "PodDisruptionBudget"]
     assert kinds_in(host, "serving-secrets") == ["Secret"]
+    assert kinds_in(host, "traefik") == ["Middleware"] * 3 + ["IngressRoute"] * 2 + ["HelmChartConfig"]
+    assert kinds_in(host, "cert-manager") == (
+        ["Namespace", "HelmChart", "ClusterIssuer", "Certificate", "ClusterIssuer", "Certificate"]
+    )
 
 
 def test_gpu_operator_chart_is_staged_for_k3s_airgap(host):

@@ -14,9 +14,9 @@ import pytest
 import yaml
 from conftest import DATA, ROOT, run_playbook
 
+from ansible_collections.aiinfra.k3s.plugins.module_utils import edge, json_logging
 from ansible_collections.aiinfra.k3s.plugins.module_utils import gateway as gw
 from ansible_collections.aiinfra.k3s.plugins.module_utils import gpu_allocation as ga
-from ansible_collections.aiinfra.k3s.plugins.module_utils import json_logging
 from ansible_collections.aiinfra.k3s.plugins.module_utils import serving as sv
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
@@ -46,7 +46,13 @@ FULL_VARS = {
     "gpu_operator_time_slicing_default": "exclusive",
     "gpu_operator_mig_strategy": "single",
     "gpu_operator_registry": "registry.site.internal:5000",
+    "traefik_host": "llm.example.org",
+    "traefik_path_prefix": "/",
+    "cert_manager_issuer_kind": "acme",
+    "cert_manager_acme_email": "ops@example.org",
 }
+NPM_GROUPS = ("traefik.io/", "cert-manager.io/")  # validated by tests/crd/validate.cjs (@kubernetes-models)
+CRD_DIR = ROOT / "tests" / "crd"
 NODES = {
     "example": {"gx10-db4d": 1},
     "lab": {"lab-gpu-1": 1, "lab-gpu-2": 1},
@@ -113,9 +119,28 @@ def of_kind(docs, kind):
     return [d for d in docs if d["kind"] == kind]
 
 
+def npm_validated(doc):
+    return doc["apiVersion"].startswith(NPM_GROUPS)
+
+
+def validate_with_npm_schemas(docs):
+    """tests/crd/validate.cjs: each object against the CRD schema shipped by @kubernetes-models (pinned)."""
+    if not (CRD_DIR / "node_modules").is_dir():
+        pytest.fail("CRD schema packages missing: run `make crd-deps` (npm ci in tests/crd)")
+    proc = subprocess.run(
+        ["node", str(CRD_DIR / "validate.cjs")],
+        input=json.dumps(docs),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return proc.returncode, [json.loads(line) for line in proc.stdout.splitlines()]
+
+
 def test_every_builtin_manifest_passes_strict_schema_validation(rendered):
     _site, docs, _out, _proc = rendered
-    builtin = [d for d in docs if (d["apiVersion"], d["kind"]) not in CRDS]
+    builtin = [d for d in docs if (d["apiVersion"], d["kind"]) not in CRDS and not npm_validated(d)]
     assert builtin
     for doc in builtin:
         kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
@@ -127,6 +152,102 @@ def test_custom_resources_pass_their_crd_schema(rendered):
     assert custom, "the GPU Operator HelmChart is missing"
     for doc in custom:
         jsonschema.validate(doc, CRDS[(doc["apiVersion"], doc["kind"])])
+
+
+def test_traefik_and_cert_manager_resources_pass_their_crd_schemas(rendered):
+    _site, docs, _out, _proc = rendered
+    custom = [d for d in docs if npm_validated(d)]
+    assert {d["kind"] for d in custom} >= {"IngressRoute", "Middleware", "ClusterIssuer", "Certificate"}
+    rc, lines = validate_with_npm_schemas(custom)
+    assert rc == 0, [line for line in lines if not line["ok"]]
+    assert len(lines) == len(custom)
+
+
+def test_npm_crd_schemas_refuse_bad_objects():
+    """The validator is not a rubber stamp: a wrong type and a missing issuer are refused."""
+    bad = [
+        {
+            "apiVersion": "traefik.io/v1alpha1",
+            "kind": "Middleware",
+            "metadata": {"name": "m", "namespace": "n"},
+            "spec": {"rateLimit": {"average": "lots"}},
+        },
+        {
+            "apiVersion": "cert-manager.io/v1",
+            "kind": "Certificate",
+            "metadata": {"name": "c", "namespace": "n"},
+            "spec": {"secretName": "s", "dnsNames": ["a.example.org"]},
+        },
+    ]
+    rc, lines = validate_with_npm_schemas(bad)
+    assert rc == 1 and [line["ok"] for line in lines] == [False, False]
+    assert "average" in lines[0]["error"] and "issuerRef" in lines[1]["error"]
+
+
+def test_edge_routes_have_tls_rate_limit_and_redirect(rendered):
+    site, docs, _out, _proc = rendered
+    routes = {r["metadata"]["name"]: r for r in of_kind(docs, "IngressRoute")}
+    middlewares = {m["metadata"]["name"]: m["spec"] for m in of_kind(docs, "Middleware")}
+    secure = [r for r in routes.values() if "websecure" in r["spec"]["entryPoints"]]
+    assert secure, "the gateway is not exposed"
+    host = {"example": "intranet.cris-mora-cv.es", "lab": "gateway.lab.aiinfra.test", "full": "llm.example.org"}[site]
+    for route in secure:
+        assert route["spec"]["tls"]["secretName"] == "litellm-tls"
+        (rule,) = route["spec"]["routes"]
+        assert f"Host(`{host}`)" in rule["match"]
+        specs = [middlewares[m["name"]] for m in rule["middlewares"]]
+        assert {"rateLimit": {"average": 100, "burst": 200, "period": "1s"}} in specs
+        assert rule["services"] == [{"name": "litellm", "port": 4000}]
+        if site != "full":  # the notes' prefix, stripped before the gateway
+            assert "PathPrefix(`/api/litellm`)" in rule["match"]
+            assert {"stripPrefix": {"prefixes": ["/api/litellm"]}} in specs
+    plain_http = [r for r in routes.values() if r["spec"]["entryPoints"] == ["web"]]
+    assert len(plain_http) == len(secure)
+    for route in plain_http:
+        (rule,) = route["spec"]["routes"]
+        assert [middlewares[m["name"]] for m in rule["middlewares"]] == [
+            {"redirectScheme": {"scheme": "https", "permanent": True}}
+        ]
+
+
+def test_certificate_covers_the_gateway_host(rendered):
+    site, docs, _out, _proc = rendered
+    (route,) = [r for r in of_kind(docs, "IngressRoute") if "websecure" in r["spec"]["entryPoints"]]
+    certs = [c for c in of_kind(docs, "Certificate") if c["spec"]["secretName"] == route["spec"]["tls"]["secretName"]]
+    (cert,) = certs
+    assert cert["metadata"]["namespace"] == route["metadata"]["namespace"]
+    assert route["spec"]["routes"][0]["match"].startswith("Host(`%s`)" % cert["spec"]["dnsNames"][0])
+    issuers = {i["metadata"]["name"]: i["spec"] for i in of_kind(docs, "ClusterIssuer")}
+    issuer = issuers[cert["spec"]["issuerRef"]["name"]]
+    if site == "full":
+        assert issuer["acme"]["email"] == "ops@example.org"
+        assert issuer["acme"]["solvers"] == [{"http01": {"ingress": {"ingressClassName": "traefik"}}}]
+    else:  # intranet: a CA issuer backed by a self-signed root
+        root = next(c for c in of_kind(docs, "Certificate") if c["spec"].get("isCA"))
+        assert issuer["ca"]["secretName"] == root["spec"]["secretName"]
+        assert "selfSigned" in issuers[root["spec"]["issuerRef"]["name"]]
+    (chart,) = [c for c in of_kind(docs, "HelmChart") if c["metadata"]["name"] == "cert-manager"]
+    assert yaml.safe_load(chart["spec"]["valuesContent"])["crds"]["enabled"] is True
+
+
+@pytest.mark.parametrize(
+    ("traefik", "certs", "fragment"),
+    [
+        ({"host": "Bad_Host"}, None, "traefik_host is 'Bad_Host'"),
+        ({"host": ""}, None, "traefik_host is ''"),
+        ({"path_prefix": "api/"}, None, "traefik_path_prefix is 'api/'"),
+        ({"rate_average": 100, "rate_burst": 50}, None, "at least as large"),
+        ({"rate_period": "1 second"}, None, "traefik_rate_limit_period is '1 second'"),
+        ({}, {"issuer_kind": "acme", "acme_email": ""}, "cert_manager_acme_email is not set"),
+        ({}, {"issuer_kind": "vault"}, "cert_manager_issuer_kind is 'vault'"),
+    ],
+)
+def test_edge_problems(traefik, certs, fragment):
+    good = {"host": "llm.example.org", "path_prefix": "/api/litellm", "rate_average": 100, "rate_burst": 200}
+    good["rate_period"] = "1s"
+    assert edge.edge_problems(good, {"issuer_kind": "ca"}) == []
+    problems = edge.edge_problems(dict(good, **traefik), certs)
+    assert len(problems) == 1 and fragment in problems[0], problems
 
 
 def test_crd_schema_refuses_a_typo():
@@ -141,7 +262,7 @@ def test_crd_schema_refuses_a_typo():
 
 
 def helm_values(docs):
-    (chart,) = of_kind(docs, "HelmChart")
+    (chart,) = [c for c in of_kind(docs, "HelmChart") if c["metadata"]["name"] == "gpu-operator"]
     return chart, yaml.safe_load(chart["spec"]["valuesContent"])
 
 
@@ -304,7 +425,7 @@ def test_storage_follows_the_notes(rendered):
     ]
     assert sorted(v[0] for v in pinned) == sorted(NODES[site])
     assert all(pv["spec"]["local"]["path"] == "/data/model-registry" for pv in pvs)
-    (ns,) = [d for d in of_kind(docs, "Namespace") if d["metadata"]["name"] != "gpu-operator"]
+    (ns,) = [d for d in of_kind(docs, "Namespace") if d["metadata"]["name"] not in ("gpu-operator", "cert-manager")]
     assert ns["metadata"]["name"] == "ia-services-payed"
 
 

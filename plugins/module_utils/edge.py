@@ -1,0 +1,224 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.k3s developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The edge: K3s's bundled Traefik (v3 in K3s v1.33, CRD group traefik.io/v1alpha1) routing the site's host and
+path prefix to the gateway with TLS, a rate limit and an HTTP to HTTPS redirect; cert-manager (a K3s
+HelmChart) issuing the certificate from an ACME HTTP-01 or a private CA ClusterIssuer."""
+
+import re
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import dump_yaml, labels_for, plain
+
+HOST = re.compile(r"^(?=.{1,253}$)([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$")
+ISSUER_KINDS = ("acme", "ca")
+TRAEFIK = "traefik.io/v1alpha1"
+
+
+def route_rule(host, prefix):
+    rule = "Host(`%s`)" % host
+    if prefix and prefix != "/":
+        rule += " && PathPrefix(`%s`)" % prefix
+    return rule
+
+
+def traefik_manifests(p):
+    """Middlewares, the HTTPS IngressRoute (rate limit, prefix strip, TLS) and the HTTP one that only redirects,
+    plus the HelmChartConfig that turns on JSON access logs of the bundled Traefik."""
+    p = plain(p)
+    ns, name = p["namespace"], p["name"]
+    labels = labels_for(name, "edge")
+    rule = route_rule(p["host"], p["path_prefix"])
+    service = [{"name": p["service"], "port": int(p["service_port"])}]
+
+    def middleware(suffix, spec):
+        return {
+            "apiVersion": TRAEFIK,
+            "kind": "Middleware",
+            "metadata": {"name": "%s-%s" % (name, suffix), "namespace": ns, "labels": labels},
+            "spec": spec,
+        }
+
+    out = [
+        middleware(
+            "rate-limit",
+            {
+                "rateLimit": {
+                    "average": int(p["rate_average"]),
+                    "burst": int(p["rate_burst"]),
+                    "period": str(p["rate_period"]),
+                }
+            },
+        ),
+        middleware("redirect-https", {"redirectScheme": {"scheme": "https", "permanent": True}}),
+    ]
+    chain = [{"name": "%s-rate-limit" % name}]
+    if p["path_prefix"] and p["path_prefix"] != "/":
+        out.append(middleware("strip-prefix", {"stripPrefix": {"prefixes": [p["path_prefix"]]}}))
+        chain.append({"name": "%s-strip-prefix" % name})
+    out.append(
+        {
+            "apiVersion": TRAEFIK,
+            "kind": "IngressRoute",
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "spec": {
+                "entryPoints": ["websecure"],
+                "routes": [{"match": rule, "kind": "Rule", "middlewares": chain, "services": service}],
+                "tls": {"secretName": p["tls_secret"]},
+            },
+        }
+    )
+    out.append(
+        {
+            "apiVersion": TRAEFIK,
+            "kind": "IngressRoute",
+            "metadata": {"name": name + "-http", "namespace": ns, "labels": labels},
+            "spec": {
+                "entryPoints": ["web"],
+                "routes": [
+                    {
+                        "match": rule,
+                        "kind": "Rule",
+                        "middlewares": [{"name": "%s-redirect-https" % name}],
+                        "services": service,
+                    }
+                ],
+            },
+        }
+    )
+    if p["customize_bundled"]:
+        out.append(
+            {
+                "apiVersion": "helm.cattle.io/v1",
+                "kind": "HelmChartConfig",
+                "metadata": {"name": "traefik", "namespace": "kube-system", "labels": labels},
+                "spec": {
+                    "valuesContent": dump_yaml(
+                        {
+                            "logs": {"access": {"enabled": True, "format": "json"}, "general": {"format": "json"}},
+                            "metrics": {"prometheus": {"entryPoint": "metrics"}},
+                        }
+                    )
+                },
+            }
+        )
+    return out
+
+
+def cert_manager_manifests(p):
+    """cert-manager as a K3s HelmChart, the ClusterIssuer(s) and the gateway's Certificate."""
+    p = plain(p)
+    ns, issuer = p["namespace"], p["issuer_name"]
+    labels = labels_for("cert-manager", "tls")
+    out = [
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": ns, "labels": {"app.kubernetes.io/managed-by": "aiinfra.k3s"}},
+        },
+        {
+            "apiVersion": "helm.cattle.io/v1",
+            "kind": "HelmChart",
+            "metadata": {"name": "cert-manager", "namespace": "kube-system", "labels": labels},
+            "spec": {
+                "chart": p["chart_name"],
+                "repo": p["chart_repo"],
+                "version": p["chart_version"],
+                "targetNamespace": ns,
+                "createNamespace": False,
+                "valuesContent": dump_yaml({"crds": {"enabled": True, "keep": True}, "prometheus": {"enabled": True}}),
+            },
+        },
+    ]
+    if p["issuer_kind"] == "acme":
+        out.append(
+            {
+                "apiVersion": "cert-manager.io/v1",
+                "kind": "ClusterIssuer",
+                "metadata": {"name": issuer, "labels": labels},
+                "spec": {
+                    "acme": {
+                        "server": p["acme_server"],
+                        "email": p["acme_email"],
+                        "privateKeySecretRef": {"name": issuer + "-account-key"},
+                        "solvers": [{"http01": {"ingress": {"ingressClassName": "traefik"}}}],
+                    }
+                },
+            }
+        )
+    else:
+        # Private CA for intranets: a self-signed root made once in cert-manager's namespace, then a CA issuer.
+        out += [
+            {
+                "apiVersion": "cert-manager.io/v1",
+                "kind": "ClusterIssuer",
+                "metadata": {"name": issuer + "-selfsigned", "labels": labels},
+                "spec": {"selfSigned": {}},
+            },
+            {
+                "apiVersion": "cert-manager.io/v1",
+                "kind": "Certificate",
+                "metadata": {"name": issuer + "-root", "namespace": ns, "labels": labels},
+                "spec": {
+                    "isCA": True,
+                    "commonName": p["ca_common_name"],
+                    "secretName": issuer + "-root",
+                    "duration": "87600h",
+                    "privateKey": {"algorithm": "ECDSA", "size": 256},
+                    "issuerRef": {"name": issuer + "-selfsigned", "kind": "ClusterIssuer", "group": "cert-manager.io"},
+                },
+            },
+            {
+                "apiVersion": "cert-manager.io/v1",
+                "kind": "ClusterIssuer",
+                "metadata": {"name": issuer, "labels": labels},
+                "spec": {"ca": {"secretName": issuer + "-root"}},
+            },
+        ]
+    for cert in p["certificates"]:
+        out.append(
+            {
+                "apiVersion": "cert-manager.io/v1",
+                "kind": "Certificate",
+                "metadata": {"name": cert["secret"], "namespace": cert["namespace"], "labels": labels},
+                "spec": {
+                    "secretName": cert["secret"],
+                    "dnsNames": [cert["host"]],
+                    "privateKey": {"rotationPolicy": "Always"},
+                    "issuerRef": {"name": issuer, "kind": "ClusterIssuer", "group": "cert-manager.io"},
+                },
+            }
+        )
+    return out
+
+
+def edge_problems(traefik, certs):
+    """Settings of the edge that cannot work (traefik: the traefik role's settings; certs: cert_manager's or None)."""
+    problems = []
+    host = traefik.get("host") or ""
+    if not HOST.match(host):
+        problems.append(
+            "traefik_host is %r: set the DNS name clients use for the gateway (e.g. intranet.example.org)" % host
+        )
+    prefix = traefik.get("path_prefix") or ""
+    if prefix and (not prefix.startswith("/") or (prefix.endswith("/") and prefix != "/")):
+        problems.append("traefik_path_prefix is %r: start it with / and end it without / (e.g. /api/litellm)" % prefix)
+    try:
+        average, burst = int(traefik.get("rate_average")), int(traefik.get("rate_burst"))
+        if average < 1 or burst < average:
+            problems.append(
+                "traefik_rate_limit_average (%d) must be 1 or more and traefik_rate_limit_burst (%d) at least as "
+                "large" % (average, burst)
+            )
+    except (TypeError, ValueError):
+        problems.append("traefik_rate_limit_average and traefik_rate_limit_burst must be whole numbers")
+    if not re.match(r"^[0-9]+(ms|s|m|h)$", str(traefik.get("rate_period"))):
+        problems.append("traefik_rate_limit_period is %r: use a duration such as 1s or 1m" % traefik.get("rate_period"))
+    if certs is not None:
+        if certs.get("issuer_kind") not in ISSUER_KINDS:
+            problems.append(
+                "cert_manager_issuer_kind is %r: use acme (public names, HTTP-01) or ca (private CA for intranets)"
+                % certs.get("issuer_kind")
+            )
+        if certs.get("issuer_kind") == "acme" and "@" not in (certs.get("acme_email") or ""):
+            problems.append("cert_manager_acme_email is not set: ACME needs a contact address for the account")
+    return problems
