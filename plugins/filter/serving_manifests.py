@@ -22,6 +22,8 @@ description:
   - C(traefik) returns the gateway's Middlewares (rate limit, prefix strip, HTTPS redirect), its HTTPS and HTTP
     IngressRoutes and the HelmChartConfig of K3s's bundled Traefik; C(cert_manager) returns cert-manager's
     namespace and HelmChart, the ClusterIssuer(s) and the Certificates.
+  - C(network_policies) returns the serving namespace's NetworkPolicies (default deny, then ingress controller to
+    gateway, gateway to model servers, Prometheus scrapes, DNS, cert-manager's HTTP-01 solver).
 options:
   _input:
     description: GPU node names, a model list, rendered objects or a secret, depending on O(component).
@@ -30,7 +32,7 @@ options:
   component:
     description: >-
       One of C(model_registry), C(vllm), C(nim), C(ngc_secrets), C(gpu_operator), C(litellm), C(litellm_secret),
-      C(traefik), C(cert_manager).
+      C(traefik), C(cert_manager), C(network_policies).
     type: str
     required: true
   params:
@@ -58,7 +60,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import edge, gateway, gpu_operator, serving
+from ansible_collections.aiinfra.k3s.plugins.module_utils import edge, gateway, gpu_operator, netpol, serving
 
 BUILDERS = {
     "model_registry": lambda items, params, site: serving.model_registry_manifests(list(items), params),
@@ -72,6 +74,7 @@ BUILDERS = {
     "litellm_secret": lambda key, params, site: [gateway.gateway_secret(params, key)],
     "traefik": lambda _items, params, site: edge.traefik_manifests(params),
     "cert_manager": lambda _items, params, site: edge.cert_manager_manifests(params),
+    "network_policies": lambda _items, params, site: netpol.network_policies(params),
 }
 
 

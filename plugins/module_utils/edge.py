@@ -113,7 +113,14 @@ def cert_manager_manifests(p):
         {
             "apiVersion": "v1",
             "kind": "Namespace",
-            "metadata": {"name": ns, "labels": {"app.kubernetes.io/managed-by": "aiinfra.k3s"}},
+            "metadata": {
+                "name": ns,
+                # cert-manager's pods run as non-root with a read-only root file system: restricted fits.
+                "labels": {
+                    "app.kubernetes.io/managed-by": "aiinfra.k3s",
+                    "pod-security.kubernetes.io/enforce": "restricted",
+                },
+            },
         },
         {
             "apiVersion": "helm.cattle.io/v1",

@@ -131,6 +131,8 @@ def gateway_manifests(objects, params):
                     {"name": "JSON_LOGS", "value": "True"},
                     {"name": "LITELLM_LOG", "value": params["log_level"]},
                     {"name": "LITELLM_MODE", "value": "PRODUCTION"},
+                    # Use the cost map inside the image: no download at start (airgap, egress denied).
+                    {"name": "LITELLM_LOCAL_MODEL_COST_MAP", "value": "True"},
                 ],
                 "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
                 "resources": params["resources"],

@@ -110,7 +110,7 @@ def rendered(request, tmp_path_factory):
         inventory = write_site(
             tmp_path_factory.mktemp("full-inv"), ["cp-1"], NODES["full"], FULL_VARS, classes=FULL_CLASSES
         )
-        extra = ["-e", "render_secrets=true", "-v"]
+        extra = ["-e", "render_secrets=true", "-vvv"]  # secrets must not reach even the most verbose output
     proc = render(inventory, out, extra)
     return site, load_docs(out), out, proc
 
@@ -248,6 +248,82 @@ def test_edge_problems(traefik, certs, fragment):
     assert edge.edge_problems(good, {"issuer_kind": "ca"}) == []
     problems = edge.edge_problems(dict(good, **traefik), certs)
     assert len(problems) == 1 and fragment in problems[0], problems
+
+
+PATHS = yaml.safe_load((DATA / "network_paths.yml").read_text())
+
+
+def selects(selector, labels):
+    """A Kubernetes label selector applied to a label set (matchLabels and In/NotIn/Exists/DoesNotExist)."""
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expr in selector.get("matchExpressions") or []:
+        value, present = labels.get(expr["key"]), expr["key"] in labels
+        op = expr["operator"]
+        if (op == "In" and value not in expr["values"]) or (op == "NotIn" and present and value in expr["values"]):
+            return False
+        if (op == "Exists" and not present) or (op == "DoesNotExist" and present):
+            return False
+    return True
+
+
+def peer_matches(peer, policy_ns, pod):
+    if "namespaceSelector" in peer:
+        if not selects(peer["namespaceSelector"], {"kubernetes.io/metadata.name": pod["namespace"]}):
+            return False
+    elif pod["namespace"] != policy_ns:
+        return False
+    return selects(peer.get("podSelector") or {}, pod["labels"])
+
+
+def port_matches(rule, port, named):
+    wanted = rule.get("ports")
+    return not wanted or any(p["port"] == port or named.get(p["port"]) == port for p in wanted)
+
+
+def side_allows(policies, direction, pod, peer, port, named):
+    """NetworkPolicy semantics for one side: unselected pods allow all; selected ones need a matching rule."""
+    key, peers = ("ingress", "from") if direction == "Ingress" else ("egress", "to")
+    chosen = [
+        p
+        for p in policies
+        if p["metadata"]["namespace"] == pod["namespace"]
+        and direction in p["spec"]["policyTypes"]
+        and selects(p["spec"]["podSelector"], pod["labels"])
+    ]
+    if not chosen:
+        return True
+    return any(
+        port_matches(rule, port, named)
+        and (not rule.get(peers) or any(peer_matches(x, p["metadata"]["namespace"], peer) for x in rule[peers]))
+        for p in chosen
+        for rule in p["spec"].get(key) or []
+    )
+
+
+def pod_of(end, docs):
+    if "deployment" in end:
+        (dep,) = [d for d in of_kind(docs, "Deployment") if d["metadata"]["name"] == end["deployment"]]
+        container = dep["spec"]["template"]["spec"]["containers"][0]
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        return {
+            "namespace": dep["metadata"]["namespace"],
+            "labels": dep["spec"]["template"]["metadata"]["labels"],
+        }, ports
+    return {"namespace": end["namespace"], "labels": end["labels"]}, end.get("ports", {})
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p["id"] for p in PATHS])
+def test_network_policies_allow_exactly_the_seed_paths(rendered, path):
+    _site, docs, _out, _proc = rendered
+    policies = of_kind(docs, "NetworkPolicy")
+    assert policies
+    src, _src_ports = pod_of(path["from"], docs)
+    dst, dst_ports = pod_of(path["to"], docs)
+    allowed = side_allows(policies, "Egress", src, dst, path["port"], dst_ports) and side_allows(
+        policies, "Ingress", dst, src, path["port"], dst_ports
+    )
+    assert allowed is path["allowed"]
 
 
 def test_crd_schema_refuses_a_typo():

@@ -1,0 +1,101 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.k3s developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""NetworkPolicies of the serving namespace (enforced by K3s's embedded network policy controller):
+everything denied, then exactly the seed's paths: ingress controller -> gateway -> model servers, Prometheus
+scraping, DNS, and cert-manager's HTTP-01 solver."""
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import labels_for, plain
+
+MODEL_COMPONENTS = ["vllm", "nim"]
+
+
+def _ns(name):
+    return {"kubernetes.io/metadata.name": name}
+
+
+def _policy(name, namespace, selector, ingress=None, egress=None):
+    spec = {"podSelector": selector, "policyTypes": []}
+    if ingress is not None:
+        spec["policyTypes"].append("Ingress")
+        spec["ingress"] = ingress
+    if egress is not None:
+        spec["policyTypes"].append("Egress")
+        spec["egress"] = egress
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels_for("network-policy", "security")},
+        "spec": spec,
+    }
+
+
+def network_policies(p):
+    """p: namespace, gateway (its app.kubernetes.io/name), gateway_port, ingress_namespace, ingress_labels,
+    monitoring_namespace, dns_namespace, dns_labels."""
+    p = plain(p)
+    ns = p["namespace"]
+    gateway = {"matchLabels": {"app.kubernetes.io/name": p["gateway"]}}
+    models = {
+        "matchExpressions": [{"key": "app.kubernetes.io/component", "operator": "In", "values": MODEL_COMPONENTS}]
+    }
+    ingress_peer = {
+        "namespaceSelector": {"matchLabels": _ns(p["ingress_namespace"])},
+        "podSelector": {"matchLabels": dict(p["ingress_labels"])},
+    }
+    dns_ports = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
+    return [
+        _policy("default-deny", ns, {}, ingress=[], egress=[]),
+        _policy(
+            "allow-dns",
+            ns,
+            {},
+            egress=[
+                {
+                    "to": [
+                        {
+                            "namespaceSelector": {"matchLabels": _ns(p["dns_namespace"])},
+                            "podSelector": {"matchLabels": dict(p["dns_labels"])},
+                        }
+                    ],
+                    "ports": dns_ports,
+                }
+            ],
+        ),
+        _policy(
+            "gateway-from-ingress",
+            ns,
+            gateway,
+            ingress=[{"from": [ingress_peer], "ports": [{"protocol": "TCP", "port": int(p["gateway_port"])}]}],
+        ),
+        _policy(
+            "gateway-to-models",
+            ns,
+            gateway,
+            egress=[{"to": [{"podSelector": models}], "ports": [{"protocol": "TCP", "port": "http"}]}],
+        ),
+        _policy(
+            "models-from-gateway",
+            ns,
+            models,
+            ingress=[{"from": [{"podSelector": gateway}], "ports": [{"protocol": "TCP", "port": "http"}]}],
+        ),
+        _policy(
+            "metrics-from-monitoring",
+            ns,
+            {},
+            ingress=[
+                {
+                    "from": [{"namespaceSelector": {"matchLabels": _ns(p["monitoring_namespace"])}}],
+                    "ports": [{"protocol": "TCP", "port": "http"}],
+                }
+            ],
+        ),
+        # cert-manager's HTTP-01 solver pods run in the Certificate's namespace and answer Traefik on 8089.
+        _policy(
+            "acme-solver-from-ingress",
+            ns,
+            {"matchLabels": {"acme.cert-manager.io/http01-solver": "true"}},
+            ingress=[{"from": [ingress_peer], "ports": [{"protocol": "TCP", "port": 8089}]}],
+        ),
+    ]
