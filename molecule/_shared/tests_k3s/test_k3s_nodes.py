@@ -165,6 +165,7 @@ def test_serving_manifests_wait_on_the_first_server(host):
         "aiinfra-gpu-operator.yaml",
         "aiinfra-litellm.yaml",
         "aiinfra-model-registry.yaml",
+        "aiinfra-network-policies.yaml",
         "aiinfra-serving-secrets.yaml",
         "aiinfra-traefik.yaml",
         "aiinfra-vllm.yaml",
@@ -176,6 +177,7 @@ def test_serving_manifests_wait_on_the_first_server(host):
     assert kinds_in(host, "gpu-operator") == ["Namespace", "HelmChart"]
     assert kinds_in(host, "litellm") == ["ConfigMap", "Deployment", "Service", "PodDisruptionBudget"]
     assert kinds_in(host, "serving-secrets") == ["Secret"]
+    assert set(kinds_in(host, "network-policies")) == {"NetworkPolicy"}
     assert kinds_in(host, "traefik") == ["Middleware"] * 3 + ["IngressRoute"] * 2 + ["HelmChartConfig"]
     assert kinds_in(host, "cert-manager") == (
         ["Namespace", "HelmChart", "ClusterIssuer", "Certificate", "ClusterIssuer", "Certificate"]
