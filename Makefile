@@ -25,7 +25,7 @@ SANITY_PYTHON := $(shell $(BIN)/python -c 'import sys; print("%d.%d" % sys.versi
 SANITY_ROOT := $(or $(TMPDIR),/tmp)/aiinfra-k3s-sanity/ansible_collections/aiinfra/k3s
 AIRGAP_ARGS := $(if $(K3S_AIRGAP_DIR),-e k3s_install_mode=airgap -e k3s_airgap_dir=$(abspath $(K3S_AIRGAP_DIR)),)
 
-.PHONY: help venv links crd-deps docs-check lab lab-up lab-down lab-status test lint yamllint ansible-lint ruff sanity unit molecule bench clean
+.PHONY: help venv links crd-deps test-tools docs-check lab lab-up lab-down lab-status test lint yamllint ansible-lint ruff sanity unit molecule bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -87,17 +87,23 @@ sanity: venv ## ansible-test sanity from a copy under ansible_collections/aiinfr
 CRD_DEPS := tests/crd/node_modules/.installed
 
 $(CRD_DEPS): tests/crd/package.json tests/crd/package-lock.json
-	@if ! command -v npm >/dev/null; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "[crd-deps] npm not found: installing nodejs and npm with apt-get"; \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
-	  else echo "ERROR: npm not found (CRD schema tests): apt-get install nodejs npm" >&2; exit 1; fi; fi
+	@$(MAKE) --no-print-directory test-tools
 	npm ci --prefix tests/crd --no-audit --no-fund --loglevel=error
 	@touch "$@"
 
+test-tools: ## Install the test tools that come from Debian (npm for CRD schemas, promtool for rules) if missing
+	@missing=""; command -v npm >/dev/null || missing="$$missing nodejs npm"; \
+	command -v promtool >/dev/null || missing="$$missing prometheus"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "[test-tools] installing with apt-get:$$missing"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	    case "$$missing" in *prometheus*) systemctl disable --now prometheus >/dev/null 2>&1 || true;; esac; \
+	  else echo "ERROR: missing$$missing (CRD schema and rule tests): apt-get install$$missing" >&2; exit 1; fi; fi
+
 crd-deps: $(CRD_DEPS) ## Install the pinned CRD schema packages (npm) the unit tests validate against
 
-unit: venv links crd-deps ## pytest unit tests
+unit: venv links test-tools crd-deps ## pytest unit tests
 	$(BIN)/pytest tests/unit
 
 molecule: venv links ## Molecule scenarios on lab nodes

@@ -288,6 +288,7 @@ def ensure_key() -> Path:
 LAB_SECRETS = {
     "k3s-token": ("k3s_token", lambda: secrets.token_hex(32)),
     "litellm-master-key": ("litellm_master_key", lambda: "sk-" + secrets.token_hex(24)),
+    "grafana-admin-password": ("monitoring_grafana_admin_password", lambda: secrets.token_urlsafe(24)),
 }
 
 

@@ -24,6 +24,8 @@ description:
     namespace and HelmChart, the ClusterIssuer(s) and the Certificates.
   - C(network_policies) returns the serving namespace's NetworkPolicies (default deny, then ingress controller to
     gateway, gateway to model servers, Prometheus scrapes, DNS, cert-manager's HTTP-01 solver).
+  - C(monitoring) returns kube-prometheus-stack's namespace and HelmChart, the scrape targets, the PrometheusRule
+    and the dashboard ConfigMaps; C(grafana_secret) takes Grafana's admin password and returns its Secret.
 options:
   _input:
     description: GPU node names, a model list, rendered objects or a secret, depending on O(component).
@@ -32,7 +34,7 @@ options:
   component:
     description: >-
       One of C(model_registry), C(vllm), C(nim), C(ngc_secrets), C(gpu_operator), C(litellm), C(litellm_secret),
-      C(traefik), C(cert_manager), C(network_policies).
+      C(traefik), C(cert_manager), C(network_policies), C(monitoring), C(grafana_secret).
     type: str
     required: true
   params:
@@ -60,7 +62,14 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import edge, gateway, gpu_operator, netpol, serving
+from ansible_collections.aiinfra.k3s.plugins.module_utils import (
+    edge,
+    gateway,
+    gpu_operator,
+    monitoring,
+    netpol,
+    serving,
+)
 
 BUILDERS = {
     "model_registry": lambda items, params, site: serving.model_registry_manifests(list(items), params),
@@ -75,6 +84,8 @@ BUILDERS = {
     "traefik": lambda _items, params, site: edge.traefik_manifests(params),
     "cert_manager": lambda _items, params, site: edge.cert_manager_manifests(params),
     "network_policies": lambda _items, params, site: netpol.network_policies(params),
+    "monitoring": lambda _items, params, site: monitoring.monitoring_manifests(params),
+    "grafana_secret": lambda password, params, site: [monitoring.grafana_secret(params, password)],
 }
 
 

@@ -11,6 +11,7 @@ description:
     and the airgap chart archive name.
   - C(litellm) refuses an unknown placement, fewer than 2 replicas and a gateway with no model to route to.
   - C(litellm_key) refuses a missing or weak master key, never quoting it.
+  - C(grafana_password) refuses a missing or short Grafana admin password (O(extra)), never quoting it.
   - C(edge) checks the Traefik host, path prefix and rate limit and, with O(extra) set to cert-manager's
     settings, the issuer kind and the ACME contact.
 options:
@@ -19,7 +20,7 @@ options:
     type: dict
     required: true
   component:
-    description: C(gpu_operator), C(litellm), C(litellm_key) or C(edge).
+    description: C(gpu_operator), C(litellm), C(litellm_key), C(grafana_password) or C(edge).
     type: str
     required: true
   extra:
@@ -72,9 +73,19 @@ def serving_settings_problems(params, component, extra=None):
         return litellm_problems(params)
     if component == "litellm_key":
         return gateway.master_key_problems(extra or "")
+    if component == "grafana_password":
+        password = extra or ""
+        if len(password) < 16:
+            return [
+                "monitoring_grafana_admin_password is %s: put 16 or more random characters in a vault-encrypted "
+                "group_vars file (e.g. openssl rand -base64 24)" % ("not set" if not password else "too short")
+            ]
+        return []
     if component == "edge":
         return edge.edge_problems(params, dict(extra) if extra else None)
-    raise AnsibleFilterError("unknown component %r: use gpu_operator, litellm, litellm_key or edge" % component)
+    raise AnsibleFilterError(
+        "unknown component %r: use gpu_operator, litellm, litellm_key, grafana_password or edge" % component
+    )
 
 
 class FilterModule(object):

@@ -6,6 +6,8 @@
 const GROUPS = {
   "traefik.io": "@kubernetes-models/traefik",
   "cert-manager.io": "@kubernetes-models/cert-manager",
+  "monitoring.coreos.com": "@kubernetes-models/prometheus-operator",
+  "keda.sh": "@kubernetes-models/keda",
 };
 
 function modelFor(doc) {

@@ -165,6 +165,7 @@ def test_serving_manifests_wait_on_the_first_server(host):
         "aiinfra-gpu-operator.yaml",
         "aiinfra-litellm.yaml",
         "aiinfra-model-registry.yaml",
+        "aiinfra-monitoring.yaml",
         "aiinfra-network-policies.yaml",
         "aiinfra-serving-secrets.yaml",
         "aiinfra-traefik.yaml",
@@ -176,7 +177,14 @@ def test_serving_manifests_wait_on_the_first_server(host):
     )
     assert kinds_in(host, "gpu-operator") == ["Namespace", "HelmChart"]
     assert kinds_in(host, "litellm") == ["ConfigMap", "Deployment", "Service", "PodDisruptionBudget"]
-    assert kinds_in(host, "serving-secrets") == ["Secret"]
+    assert kinds_in(host, "serving-secrets") == ["Secret", "Secret"]  # gateway key, Grafana admin
+    assert kinds_in(host, "monitoring")[:5] == [
+        "Namespace",
+        "HelmChart",
+        "PodMonitor",
+        "ServiceMonitor",
+        "PrometheusRule",
+    ]
     assert set(kinds_in(host, "network-policies")) == {"NetworkPolicy"}
     assert kinds_in(host, "traefik") == ["Middleware"] * 3 + ["IngressRoute"] * 2 + ["HelmChartConfig"]
     assert kinds_in(host, "cert-manager") == (
@@ -203,5 +211,5 @@ def test_gateway_key_only_in_the_secret_file(host):
     if name_of(host) != SERVERS[0]:
         return
     assert GATEWAY_KEY in host.file(f"{MANIFESTS}/aiinfra-serving-secrets.yaml").content_string
-    for name in ("litellm", "vllm", "gpu-operator", "model-registry"):
+    for name in ("litellm", "vllm", "gpu-operator", "model-registry", "monitoring", "traefik"):
         assert GATEWAY_KEY not in host.file(f"{MANIFESTS}/aiinfra-{name}.yaml").content_string

@@ -12,7 +12,11 @@ GATEWAY_KEY = "sk-9c1f4e7a2b8d6053f1e9a7c4b2d8e6f0a3c5"
 
 def run_validate(tmp_path, inventory, group_vars=None):
     # The default serving plan (the notes' model behind the gateway) unless a test overrides it.
-    all_vars = {"k3s_token": "0123456789abcdef0123456789abcdef-test", "litellm_master_key": GATEWAY_KEY}
+    all_vars = {
+        "k3s_token": "0123456789abcdef0123456789abcdef-test",
+        "litellm_master_key": GATEWAY_KEY,
+        "monitoring_grafana_admin_password": "Jq7vX2mL9cR4tW8zB5nK",
+    }
     all_vars.update(group_vars or {})
     return run_playbook("validate.yml", write_inventory(tmp_path / "inv", inventory, all_vars), callback="default")[0]
 

@@ -50,8 +50,10 @@ FULL_VARS = {
     "traefik_path_prefix": "/",
     "cert_manager_issuer_kind": "acme",
     "cert_manager_acme_email": "ops@example.org",
+    "monitoring_grafana_admin_password": "Gq8wE3rT6yU1iO4pA7sD",
+    "monitoring_token_prices": {"nemotron-35b": {"prompt": 0.000002, "completion": 0.000006}},
 }
-NPM_GROUPS = ("traefik.io/", "cert-manager.io/")  # validated by tests/crd/validate.cjs (@kubernetes-models)
+NPM_GROUPS = ("traefik.io/", "cert-manager.io/", "monitoring.coreos.com/", "keda.sh/")  # tests/crd/validate.cjs
 CRD_DIR = ROOT / "tests" / "crd"
 NODES = {
     "example": {"gx10-db4d": 1},
@@ -157,7 +159,13 @@ def test_custom_resources_pass_their_crd_schema(rendered):
 def test_traefik_and_cert_manager_resources_pass_their_crd_schemas(rendered):
     _site, docs, _out, _proc = rendered
     custom = [d for d in docs if npm_validated(d)]
-    assert {d["kind"] for d in custom} >= {"IngressRoute", "Middleware", "ClusterIssuer", "Certificate"}
+    assert {d["kind"] for d in custom} >= {
+        "IngressRoute",
+        "Middleware",
+        "ClusterIssuer",
+        "Certificate",
+        "PrometheusRule",
+    }
     rc, lines = validate_with_npm_schemas(custom)
     assert rc == 0, [line for line in lines if not line["ok"]]
     assert len(lines) == len(custom)
@@ -501,7 +509,7 @@ def test_storage_follows_the_notes(rendered):
     ]
     assert sorted(v[0] for v in pinned) == sorted(NODES[site])
     assert all(pv["spec"]["local"]["path"] == "/data/model-registry" for pv in pvs)
-    (ns,) = [d for d in of_kind(docs, "Namespace") if d["metadata"]["name"] not in ("gpu-operator", "cert-manager")]
+    (ns,) = [d for d in of_kind(docs, "Namespace") if d["metadata"]["name"] == "ia-services-payed"]
     assert ns["metadata"]["name"] == "ia-services-payed"
 
 
