@@ -11,6 +11,7 @@ description:
     and the airgap chart archive name.
   - C(litellm) refuses an unknown placement, fewer than 2 replicas and a gateway with no model to route to.
   - C(litellm_key) refuses a missing or weak master key, never quoting it.
+  - C(autoscaling) checks the engine and the gateway's replica bounds.
   - C(grafana_password) refuses a missing or short Grafana admin password (O(extra)), never quoting it.
   - C(edge) checks the Traefik host, path prefix and rate limit and, with O(extra) set to cert-manager's
     settings, the issuer kind and the ACME contact.
@@ -20,7 +21,7 @@ options:
     type: dict
     required: true
   component:
-    description: C(gpu_operator), C(litellm), C(litellm_key), C(grafana_password) or C(edge).
+    description: C(gpu_operator), C(litellm), C(litellm_key), C(grafana_password), C(edge) or C(autoscaling).
     type: str
     required: true
   extra:
@@ -49,7 +50,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import edge, gateway, gpu_operator
+from ansible_collections.aiinfra.k3s.plugins.module_utils import autoscaling, edge, gateway, gpu_operator
 
 
 def litellm_problems(params):
@@ -81,10 +82,13 @@ def serving_settings_problems(params, component, extra=None):
                 "group_vars file (e.g. openssl rand -base64 24)" % ("not set" if not password else "too short")
             ]
         return []
+    if component == "autoscaling":
+        return autoscaling.autoscaling_problems(params)
     if component == "edge":
         return edge.edge_problems(params, dict(extra) if extra else None)
     raise AnsibleFilterError(
-        "unknown component %r: use gpu_operator, litellm, litellm_key, grafana_password or edge" % component
+        "unknown component %r: use gpu_operator, litellm, litellm_key, grafana_password, edge or autoscaling"
+        % component
     )
 
 

@@ -161,6 +161,7 @@ def test_serving_manifests_wait_on_the_first_server(host):
         assert files == []
         return
     assert files == [
+        "aiinfra-autoscaling.yaml",
         "aiinfra-cert-manager.yaml",
         "aiinfra-gpu-operator.yaml",
         "aiinfra-litellm.yaml",
@@ -186,6 +187,7 @@ def test_serving_manifests_wait_on_the_first_server(host):
         "PrometheusRule",
     ]
     assert set(kinds_in(host, "network-policies")) == {"NetworkPolicy"}
+    assert kinds_in(host, "autoscaling") == ["Namespace", "HelmChart", "ScaledObject", "ScaledObject"]
     assert kinds_in(host, "traefik") == ["Middleware"] * 3 + ["IngressRoute"] * 2 + ["HelmChartConfig"]
     assert kinds_in(host, "cert-manager") == (
         ["Namespace", "HelmChart", "ClusterIssuer", "Certificate", "ClusterIssuer", "Certificate"]

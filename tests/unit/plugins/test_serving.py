@@ -14,7 +14,7 @@ import pytest
 import yaml
 from conftest import DATA, ROOT, run_playbook
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import edge, json_logging
+from ansible_collections.aiinfra.k3s.plugins.module_utils import autoscaling, edge, json_logging
 from ansible_collections.aiinfra.k3s.plugins.module_utils import gateway as gw
 from ansible_collections.aiinfra.k3s.plugins.module_utils import gpu_allocation as ga
 from ansible_collections.aiinfra.k3s.plugins.module_utils import serving as sv
@@ -334,6 +334,51 @@ def test_network_policies_allow_exactly_the_seed_paths(rendered, path):
     assert allowed is path["allowed"]
 
 
+def test_one_autoscaler_per_target_and_maxima_fit_the_gpus(rendered):
+    site, docs, _out, _proc = rendered
+    scaled = of_kind(docs, "ScaledObject")
+    hpas = of_kind(docs, "HorizontalPodAutoscaler")
+    targets = [(o["metadata"]["namespace"], o["spec"]["scaleTargetRef"]["name"]) for o in scaled + hpas]
+    assert len(targets) == len(set(targets)), targets
+    deployments = {(d["metadata"]["namespace"], d["metadata"]["name"]): d for d in of_kind(docs, "Deployment")}
+    for target in targets:
+        assert target in deployments, target
+        assert "replicas" not in deployments[target]["spec"], target  # the autoscaler owns the count
+    assert ("ia-services-payed", "litellm-ha") in targets
+    total = sum(ALLOCATABLE[site].values())
+    gpus_at_min = 0
+    for dep in deployments.values():
+        limits = dep["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+        key = (dep["metadata"]["namespace"], dep["metadata"]["name"])
+        minimum = dep["spec"].get("replicas") or next(
+            (o["spec"].get("minReplicaCount") or o["spec"].get("minReplicas"))
+            for o in scaled + hpas
+            if (o["metadata"]["namespace"], o["spec"]["scaleTargetRef"]["name"]) == key
+        )
+        gpus_at_min += int(limits.get("nvidia.com/gpu", 0)) * minimum
+    for obj in scaled:
+        dep = deployments[(obj["metadata"]["namespace"], obj["spec"]["scaleTargetRef"]["name"])]
+        gpus = int(dep["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"].get("nvidia.com/gpu", 0))
+        if gpus:  # scaling this model to its maximum, with every other workload at its minimum, fits the cluster
+            extra = (obj["spec"]["maxReplicaCount"] - obj["spec"]["minReplicaCount"]) * gpus
+            assert gpus_at_min + extra <= total, (obj["metadata"]["name"], gpus_at_min, extra, total)
+            trigger = obj["spec"]["triggers"][0]["metadata"]
+            assert "vllm:num_requests_waiting" in trigger["query"]
+        else:
+            assert obj["spec"]["triggers"][0]["metadata"]["threshold"] == "50"  # the notes' gateway threshold
+
+
+def test_gpu_bounds_leave_room_for_every_other_workload():
+    capacity = {"g1": {"gpus": 2, "replicas": 1}, "g2": {"gpus": 2, "replicas": 1}}
+    models = [
+        {"served_name": "big", "tensor_parallel_size": 2, "replicas": 1},
+        {"served_name": "small", "tensor_parallel_size": 1, "replicas": 1},
+    ]
+    assert autoscaling.gpu_bounds(models, [], capacity) == {"big": 1, "small": 2}
+    nim = [{"served_name": "n", "gpus": 1, "replicas": 2}]
+    assert autoscaling.gpu_bounds(models[1:], nim, capacity) == {"small": 2}
+
+
 def test_crd_schema_refuses_a_typo():
     """The schema is strict: a misspelt field is an error, not silently pruned as the API server would."""
     good = {"apiVersion": "helm.cattle.io/v1", "kind": "HelmChart", "metadata": {"name": "x", "namespace": "y"}}
@@ -548,7 +593,7 @@ def test_gateway_is_highly_available(rendered):
     site, docs, _out, _proc = rendered
     (dep,) = [d for d in of_kind(docs, "Deployment") if d["metadata"]["name"] == "litellm-ha"]
     spec = dep["spec"]
-    assert spec["replicas"] == 3
+    assert min_replicas(dep, docs) == 3
     assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
     pod = spec["template"]["spec"]
     container = pod["containers"][0]
@@ -621,6 +666,19 @@ def test_secrets_are_rendered_only_on_request_and_never_printed(rendered):
     assert dep["spec"]["template"]["metadata"]["annotations"]["aiinfra.io/secret-sha256"] == digest
 
 
+def min_replicas(dep, docs):
+    """The Deployment's replicas, or its autoscaler's minimum when one owns the count."""
+    if "replicas" in dep["spec"]:
+        return dep["spec"]["replicas"]
+    key = (dep["metadata"]["namespace"], dep["metadata"]["name"])
+    (scaler,) = [
+        o
+        for o in of_kind(docs, "ScaledObject") + of_kind(docs, "HorizontalPodAutoscaler")
+        if (o["metadata"]["namespace"], o["spec"]["scaleTargetRef"]["name"]) == key
+    ]
+    return scaler["spec"].get("minReplicaCount", scaler["spec"].get("minReplicas"))
+
+
 def schedule(docs, node_gpus):
     """Place every replica of every Deployment as the scheduler could: GPU pods on GPU nodes with room,
     others on the GPU nodes too when their placement lets them (worst case for the verifier)."""
@@ -630,7 +688,7 @@ def schedule(docs, node_gpus):
         template = dep["spec"]["template"]
         wants = int(template["spec"]["containers"][0]["resources"]["limits"].get("nvidia.com/gpu", 0))
         tolerates = any(t["key"] == "nvidia.com/gpu" for t in template["spec"].get("tolerations", []))
-        for replica in range(dep["spec"].get("replicas", 2)):
+        for replica in range(min_replicas(dep, docs)):
             if wants:
                 node = next(n for n, g in free.items() if g >= wants)
                 free[node] -= wants

@@ -1,0 +1,141 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.k3s developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Autoscaling: KEDA (a K3s HelmChart) with a ScaledObject on the gateway's request rate and one per vLLM model on
+its queue depth, maxima bounded by the GPUs the cluster really has; without KEDA, a CPU HorizontalPodAutoscaler on
+the gateway. One autoscaler per target, never two."""
+
+import copy
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
+    autoscaler,
+    dns_name,
+    dump_yaml,
+    labels_for,
+    plain,
+)
+
+
+def gpu_bounds(vllm_models, nim_models, capacity):
+    """Largest replica count each vLLM model can reach while every other workload keeps its minimum.
+
+    capacity: {node: {"gpus", "replicas"}}. Returns {served name: max replicas (at least its minimum)}."""
+    total = sum(int(c["gpus"]) * int(c.get("replicas", 1)) for c in capacity.values())
+    minimum = {}
+    for m in vllm_models:
+        minimum[m["served_name"]] = int(m.get("tensor_parallel_size", 1)) * int(m.get("replicas", 1))
+    nim_floor = sum(int(m.get("gpus", 1)) * int(m.get("replicas", 2)) for m in nim_models)
+    bounds = {}
+    for m in vllm_models:
+        gpus = int(m.get("tensor_parallel_size", 1))
+        free = total - nim_floor - sum(v for k, v in minimum.items() if k != m["served_name"])
+        bounds[m["served_name"]] = max(free // gpus, int(m.get("replicas", 1)))
+    return bounds
+
+
+def scaled_object(name, namespace, component, minimum, maximum, server, query, threshold, cooldown):
+    return {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels_for(name, component)},
+        "spec": {
+            "scaleTargetRef": {"name": name},
+            "pollingInterval": 15,
+            "cooldownPeriod": int(cooldown),
+            "minReplicaCount": int(minimum),
+            "maxReplicaCount": int(maximum),
+            "triggers": [
+                {
+                    "type": "prometheus",
+                    "metadata": {"serverAddress": server, "query": query, "threshold": str(threshold)},
+                }
+            ],
+        },
+    }
+
+
+def autoscaling_manifests(objects, p):
+    """(objects with the autoscaled Deployments' replica counts removed, autoscaling objects).
+
+    p: engine (keda or hpa), namespace (KEDA's), chart_version, chart_repo, serving_namespace, prometheus_url,
+    gateway (Deployment name), gateway_min, gateway_max, gateway_threshold, vllm_models, nim_models, capacity,
+    queue_threshold, model_max, cooldown.
+    """
+    p, objects = plain(p), copy.deepcopy(plain(objects))
+    ns = p["serving_namespace"]
+    out, targets = [], set()
+    if p["engine"] == "keda":
+        out += [
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": p["namespace"], "labels": {"app.kubernetes.io/managed-by": "aiinfra.k3s"}},
+            },
+            {
+                "apiVersion": "helm.cattle.io/v1",
+                "kind": "HelmChart",
+                "metadata": {"name": "keda", "namespace": "kube-system", "labels": labels_for("keda", "autoscaling")},
+                "spec": {
+                    "chart": "keda",
+                    "repo": p["chart_repo"],
+                    "version": p["chart_version"],
+                    "targetNamespace": p["namespace"],
+                    "createNamespace": False,
+                    "valuesContent": dump_yaml({"prometheus": {"operator": {"enabled": True}}}),
+                },
+            },
+            scaled_object(
+                p["gateway"],
+                ns,
+                "gateway",
+                p["gateway_min"],
+                p["gateway_max"],
+                p["prometheus_url"],
+                "sum(rate(litellm_proxy_total_requests_metric_total[2m]))",
+                p["gateway_threshold"],
+                p["cooldown"],
+            ),
+        ]
+        targets.add(p["gateway"])
+        bounds = gpu_bounds(p["vllm_models"], p["nim_models"], p["capacity"])
+        for model in p["vllm_models"]:
+            name = dns_name("vllm-%s" % model["served_name"])
+            maximum = min(int(model.get("max_replicas", p["model_max"])), bounds[model["served_name"]])
+            out.append(
+                scaled_object(
+                    name,
+                    ns,
+                    "vllm",
+                    int(model.get("replicas", 1)),
+                    maximum,
+                    p["prometheus_url"],
+                    'sum(vllm:num_requests_waiting{model_name="%s"})' % model["served_name"],
+                    model.get("queue_threshold", p["queue_threshold"]),
+                    p["cooldown"],
+                )
+            )
+            targets.add(name)
+    elif p["engine"] == "hpa":
+        out.append(
+            autoscaler(
+                p["gateway"], ns, labels_for(p["gateway"], "gateway"), p["gateway_min"], p["gateway_max"], {"cpu": 70}
+            )
+        )
+        targets.add(p["gateway"])
+    for obj in objects:
+        if obj["kind"] == "Deployment" and obj["metadata"]["name"] in targets:
+            # The autoscaler owns the count: a replicas field would reset it whenever K3s re-applies the file.
+            obj["spec"].pop("replicas", None)
+    return objects, out
+
+
+def autoscaling_problems(p):
+    problems = []
+    if p.get("engine") not in ("keda", "hpa", "none"):
+        problems.append("autoscaling_engine is %r: use keda, hpa or none" % p.get("engine"))
+    if int(p.get("gateway_max", 0)) < int(p.get("gateway_min", 0)):
+        problems.append(
+            "autoscaling_gateway_max_replicas (%s) is below litellm_replicas (%s): raise it"
+            % (p.get("gateway_max"), p.get("gateway_min"))
+        )
+    return problems
