@@ -1,0 +1,144 @@
+"""The drill's load generator and availability arithmetic, against a local HTTP server the test starts on
+127.0.0.1 and stops mid-stream (no other traffic)."""
+
+import contextlib
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from conftest import run_module
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils import drill
+
+
+class Gateway(BaseHTTPRequestHandler):
+    seen_headers = []
+
+    def do_GET(self):
+        Gateway.seen_headers.append(self.headers.get("Authorization"))
+        body = b'{"data": []}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+class Server:
+    """A loopback gateway that can be stopped and started again on the same port."""
+
+    def __init__(self):
+        self.port = None
+        self.httpd = None
+
+    def start(self):
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port or 0), Gateway)
+        self.httpd.allow_reuse_address = True
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server():
+    srv = Server()
+    srv.start()
+    yield srv
+    with contextlib.suppress(OSError):
+        srv.stop()
+
+
+def test_outage_mid_stream_is_measured(server):
+    url = f"http://127.0.0.1:{server.port}/v1/models"
+    phases = [{"name": "baseline", "start": time.time()}]
+    result = {}
+    load = threading.Thread(
+        target=lambda: result.setdefault("records", drill.run_load(url, 20, 3.0, 1000, timeout=0.5))
+    )
+    load.start()
+    time.sleep(1.0)
+    phases.append({"name": "gateway-down", "start": time.time()})
+    server.stop()
+    time.sleep(0.8)
+    server.start()  # same port
+    phases.append({"name": "recovered", "start": time.time()})
+    load.join(timeout=15)
+    records = result["records"]
+    assert 50 <= len(records) <= 61  # 20/s for 3 s, bounded
+    report = {p["phase"]: p for p in drill.availability(records, phases)}
+    assert report["baseline"]["availability"] == 100.0
+    down = report["gateway-down"]
+    assert down["availability"] < 50 and down["requests"] >= 10
+    assert 0.5 <= down["longest_outage_s"] <= 1.5  # the server was away for 0.8 s
+    assert report["recovered"]["availability"] == 100.0
+    assert report["baseline"]["p95_latency_s"] < 0.5
+    assert [p["phase"] for p in drill.failing_phases(list(report.values()), 99.0)] == ["gateway-down"]
+
+
+def test_load_is_bounded_in_count_and_time(server):
+    url = f"http://127.0.0.1:{server.port}/"
+    t0 = time.time()
+    records = drill.run_load(url, 50, 10.0, 25, timeout=0.5)
+    assert len(records) == 25 and time.time() - t0 < 2.0  # max_requests stops it long before the duration
+    t0 = time.time()
+    records = drill.run_load(url, 10, 0.5, 1000, timeout=0.5)
+    assert len(records) == 5 and time.time() - t0 < 2.0  # the duration stops it
+    with pytest.raises(ValueError):
+        drill.run_load(url, 0, 1, 1)
+
+
+@pytest.mark.parametrize(
+    ("oks", "outage"),
+    [
+        ([True, True, True], 0.0),
+        ([True, False, False, True], 2.0),
+        ([False, True, False, False, False, True], 3.0),
+        ([True, False, False], 1.5),  # still down at the end: until the last request's answer time
+    ],
+)
+def test_longest_outage(oks, outage):
+    records = [{"t": float(i), "latency": 0.5, "ok": ok} for i, ok in enumerate(oks)]
+    assert drill.longest_outage(records) == outage
+
+
+def test_percentile_is_nearest_rank():
+    assert drill.percentile(list(range(1, 101)), 0.95) == 95
+    assert drill.percentile([3.0], 0.95) == 3.0
+    assert drill.percentile([], 0.95) is None
+
+
+def test_module_records_to_a_file_and_never_returns_the_key(server, tmp_path):
+    Gateway.seen_headers.clear()
+    records_file = tmp_path / "records.json"
+    key = "sk-drill-test-0f3a9c7e1b5d2f8a4c6e0b9d"
+    rc, result = run_module(
+        "aiinfra.k3s.drill_load",
+        {
+            "url": f"http://127.0.0.1:{server.port}/v1/models",
+            "rate": 20,
+            "duration": 0.5,
+            "max_requests": 100,
+            "timeout": 1,
+            "headers": {"Authorization": f"Bearer {key}"},
+            "records_file": str(records_file),
+        },
+    )
+    assert rc == 0, result
+    assert result["requests"] == 10 and result["answered"] == 10
+    assert len(json.loads(records_file.read_text())) == 10
+    assert set(Gateway.seen_headers) == {f"Bearer {key}"}
+    assert key not in json.dumps(result)
+    rc, result = run_module(
+        "aiinfra.k3s.drill_load",
+        {"url": "http://127.0.0.1:1/", "duration": 1, "max_requests": 5, "records_file": str(tmp_path / "x")},
+        check=True,
+    )
+    assert rc == 0 and result["requests"] == 0 and not (tmp_path / "x").exists()
