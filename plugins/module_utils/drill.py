@@ -6,26 +6,29 @@ arithmetic per phase (share of requests answered, p95 latency, longest outage)."
 
 import json
 import math
-import ssl
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from urllib.error import HTTPError, URLError
 
-try:
-    from urllib.error import HTTPError, URLError
-    from urllib.request import Request, urlopen
-except ImportError:  # pragma: no cover - Python 2 is not supported by the collection
-    Request = urlopen = HTTPError = URLError = None
+from ansible.module_utils.urls import open_url
 
 
-def send(url, headers, body, timeout, context):
+def send(url, headers, body, timeout, ca_file=None):
     """One request: (HTTP status or 0 when nothing came back, error text or empty)."""
     data = body.encode() if body else None
-    request = Request(url, data=data, headers=dict(headers or {}), method="POST" if data else "GET")
     try:
-        with urlopen(request, timeout=timeout, context=context) as response:  # nosec - the site's own endpoint
-            response.read()
-            return response.status, ""
+        response = open_url(
+            url,
+            data=data,
+            headers=dict(headers or {}),
+            method="POST" if data else "GET",
+            timeout=timeout,
+            ca_path=ca_file,
+            follow_redirects="none",
+        )
+        response.read()
+        return response.status, ""
     except HTTPError as exc:
         return exc.code, "HTTP %d" % exc.code
     except (URLError, OSError, ValueError) as exc:
@@ -40,8 +43,7 @@ def run_load(url, rate, duration, max_requests, timeout=10.0, headers=None, body
     """
     if rate <= 0 or duration <= 0 or max_requests <= 0:
         raise ValueError("rate, duration and max_requests must be positive")
-    context = ssl.create_default_context(cafile=ca_file) if url.startswith("https") else None
-    sender = sender or (lambda: send(url, headers, body, timeout, context))
+    sender = sender or (lambda: send(url, headers, body, timeout, ca_file))
     records, lock = [], threading.Lock()
 
     def one(start):
@@ -92,11 +94,13 @@ def availability(records, phases):
     """Per phase: requests, answered, availability %, p95 latency of answered requests, longest outage.
 
     phases: [{name, start}] in time order; a phase lasts until the next one starts (the last until the end).
+    A request belongs to the phase in which its answer (or failure) came: one in flight when a fault is
+    injected is counted with the fault.
     """
     out = []
     for i, phase in enumerate(phases):
         end = phases[i + 1]["start"] if i + 1 < len(phases) else float("inf")
-        inside = [r for r in records if phase["start"] <= r["t"] < end]
+        inside = [r for r in records if phase["start"] <= r["t"] + r["latency"] < end]
         answered = [r for r in inside if r["ok"]]
         out.append(
             {

@@ -13,14 +13,13 @@ description:
     list to O(records_file). playbooks/drill.yml runs it in the background while it injects faults, then computes
     availability per phase with the P(aiinfra.k3s.drill_availability#filter) filter.
   - Meant for the site's own endpoint only; nothing else is contacted.
-extends_documentation_fragment:
-  - aiinfra.k3s.attributes
 attributes:
   check_mode:
     support: full
-    details: In check mode no request is sent.
+    description: In check mode no request is sent and no file is written.
   diff_mode:
     support: none
+    description: Changes nothing on any host, so there is nothing to diff.
 options:
   url:
     description: Endpoint of the site's gateway (GET without O(body), POST with it).
@@ -58,7 +57,7 @@ options:
     type: path
     required: true
 author:
-  - aiinfra.k3s developers
+  - aiinfra.k3s developers (@aiinfra)
 """
 
 EXAMPLES = r"""
