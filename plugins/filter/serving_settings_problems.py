@@ -12,6 +12,8 @@ description:
   - C(litellm) refuses an unknown placement, fewer than 2 replicas and a gateway with no model to route to.
   - C(litellm_key) refuses a missing or weak master key, never quoting it.
   - C(autoscaling) checks the engine and the gateway's replica bounds.
+  - C(chart) checks a role's chart install mode and, in airgap mode, its archive name and sha256
+    (O(_input) holds prefix, install_mode, chart_file, chart_sha256).
   - C(grafana_password) refuses a missing or short Grafana admin password (O(extra)), never quoting it.
   - C(edge) checks the Traefik host, path prefix and rate limit and, with O(extra) set to cert-manager's
     settings, the issuer kind and the ACME contact.
@@ -21,7 +23,7 @@ options:
     type: dict
     required: true
   component:
-    description: C(gpu_operator), C(litellm), C(litellm_key), C(grafana_password), C(edge) or C(autoscaling).
+    description: C(gpu_operator), C(litellm), C(litellm_key), C(grafana_password), C(edge), C(autoscaling) or C(chart).
     type: str
     required: true
   extra:
@@ -50,7 +52,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import autoscaling, edge, gateway, gpu_operator
+from ansible_collections.aiinfra.k3s.plugins.module_utils import autoscaling, edge, gateway, gpu_operator, serving
 
 
 def litellm_problems(params):
@@ -82,12 +84,16 @@ def serving_settings_problems(params, component, extra=None):
                 "group_vars file (e.g. openssl rand -base64 24)" % ("not set" if not password else "too short")
             ]
         return []
+    if component == "chart":
+        return serving.chart_problems(
+            params["prefix"], params["install_mode"], params["chart_file"], params.get("chart_sha256")
+        )
     if component == "autoscaling":
         return autoscaling.autoscaling_problems(params)
     if component == "edge":
         return edge.edge_problems(params, dict(extra) if extra else None)
     raise AnsibleFilterError(
-        "unknown component %r: use gpu_operator, litellm, litellm_key, grafana_password, edge or autoscaling"
+        "unknown component %r: use gpu_operator, litellm, litellm_key, grafana_password, edge, autoscaling or chart"
         % component
     )
 

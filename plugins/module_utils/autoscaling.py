@@ -10,7 +10,7 @@ import copy
 from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
     autoscaler,
     dns_name,
-    dump_yaml,
+    helm_chart,
     labels_for,
     plain,
 )
@@ -71,19 +71,15 @@ def autoscaling_manifests(objects, p):
                 "kind": "Namespace",
                 "metadata": {"name": p["namespace"], "labels": {"app.kubernetes.io/managed-by": "aiinfra.k3s"}},
             },
-            {
-                "apiVersion": "helm.cattle.io/v1",
-                "kind": "HelmChart",
-                "metadata": {"name": "keda", "namespace": "kube-system", "labels": labels_for("keda", "autoscaling")},
-                "spec": {
-                    "chart": "keda",
-                    "repo": p["chart_repo"],
-                    "version": p["chart_version"],
-                    "targetNamespace": p["namespace"],
-                    "createNamespace": False,
-                    "valuesContent": dump_yaml({"prometheus": {"operator": {"enabled": True}}}),
-                },
-            },
+            helm_chart(
+                "keda",
+                "keda",
+                p["chart_repo"],
+                p["chart_version"],
+                p["namespace"],
+                {"prometheus": {"operator": {"enabled": True}}},
+                p["chart_file"] if p.get("install_mode") == "airgap" else "",
+            ),
             scaled_object(
                 p["gateway"],
                 ns,

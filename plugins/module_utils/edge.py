@@ -7,7 +7,7 @@ HelmChart) issuing the certificate from an ACME HTTP-01 or a private CA ClusterI
 
 import re
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import dump_yaml, labels_for, plain
+from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import dump_yaml, helm_chart, labels_for, plain
 
 HOST = re.compile(r"^(?=.{1,253}$)([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$")
 ISSUER_KINDS = ("acme", "ca")
@@ -122,19 +122,15 @@ def cert_manager_manifests(p):
                 },
             },
         },
-        {
-            "apiVersion": "helm.cattle.io/v1",
-            "kind": "HelmChart",
-            "metadata": {"name": "cert-manager", "namespace": "kube-system", "labels": labels},
-            "spec": {
-                "chart": p["chart_name"],
-                "repo": p["chart_repo"],
-                "version": p["chart_version"],
-                "targetNamespace": ns,
-                "createNamespace": False,
-                "valuesContent": dump_yaml({"crds": {"enabled": True, "keep": True}, "prometheus": {"enabled": True}}),
-            },
-        },
+        helm_chart(
+            "cert-manager",
+            p["chart_name"],
+            p["chart_repo"],
+            p["chart_version"],
+            ns,
+            {"crds": {"enabled": True, "keep": True}, "prometheus": {"enabled": True}},
+            p["chart_file"] if p.get("install_mode") == "airgap" else "",
+        ),
     ]
     if p["issuer_kind"] == "acme":
         out.append(

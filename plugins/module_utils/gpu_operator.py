@@ -9,10 +9,15 @@ served by K3s itself from /var/lib/rancher/k3s/server/static/charts through the 
 
 import copy
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import dump_yaml, labels_for, plain
+from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
+    chart_problems,
+    dump_yaml,
+    helm_chart,
+    labels_for,
+    plain,
+)
 
 MIG_STRATEGIES = ("none", "single", "mixed")
-STATIC_CHARTS = "/var/lib/rancher/k3s/server/static/charts"
 # Image repositories of the chart's components: default prefix -> path kept under a mirror registry.
 REPOSITORIES = {
     "operator": "nvidia",
@@ -95,13 +100,6 @@ def chart_values(params):
     return merge(values, params.get("extra_values") or {})
 
 
-def chart_source(params):
-    """(chart, repo) of the HelmChart: the repository online, K3s's static charts URL in airgap mode."""
-    if params["airgap"]:
-        return "https://%%{KUBERNETES_API}%%/static/charts/%s" % params["chart_file"], None
-    return params["chart_name"], params["chart_repo"]
-
-
 def gpu_operator_manifests(params):
     """Namespace (privileged: the operator's pods load drivers and mount host paths), the time-slicing
     ConfigMap when classes are defined, and the HelmChart."""
@@ -136,27 +134,16 @@ def gpu_operator_manifests(params):
                 },
             }
         )
-    chart, repo = chart_source(params)
-    spec = {
-        "chart": chart,
-        "version": params["chart_version"],
-        "targetNamespace": ns,
-        "createNamespace": False,
-        "valuesContent": dump_yaml(chart_values(params)),
-    }
-    if repo:
-        spec["repo"] = repo
     out.append(
-        {
-            "apiVersion": "helm.cattle.io/v1",
-            "kind": "HelmChart",
-            "metadata": {
-                "name": "gpu-operator",
-                "namespace": "kube-system",
-                "labels": labels_for("gpu-operator", "helm-chart"),
-            },
-            "spec": spec,
-        }
+        helm_chart(
+            "gpu-operator",
+            params["chart_name"],
+            params["chart_repo"],
+            params["chart_version"],
+            ns,
+            chart_values(params),
+            params["chart_file"] if params["airgap"] else "",
+        )
     )
     return out
 
@@ -191,9 +178,6 @@ def operator_problems(params, hosts):
                 "%s: aiinfra_gpu_class is %r but no time-slicing class is defined: set "
                 "gpu_operator_time_slicing_classes or drop the host variable" % (host, wanted)
             )
-    if params["airgap"] and not params["chart_file"].endswith(".tgz"):
-        problems.append(
-            "gpu_operator_chart_file is %r: airgap mode serves a chart archive (.tgz) from K3s's static charts"
-            % params["chart_file"]
-        )
-    return problems
+    return problems + chart_problems(
+        "gpu_operator", params.get("install_mode", "online"), params["chart_file"], params.get("chart_sha256")
+    )

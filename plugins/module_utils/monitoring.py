@@ -7,7 +7,7 @@ figures (a PrometheusRule, also written as a plain rules file for promtool), and
 
 import json
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import dump_yaml, labels_for, plain
+from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import helm_chart, labels_for, plain
 
 NS_LABEL = 'namespace="%s"'
 
@@ -336,19 +336,15 @@ def monitoring_manifests(p):
                 },
             },
         },
-        {
-            "apiVersion": "helm.cattle.io/v1",
-            "kind": "HelmChart",
-            "metadata": {"name": "kube-prometheus-stack", "namespace": "kube-system", "labels": labels},
-            "spec": {
-                "chart": "kube-prometheus-stack",
-                "repo": p["chart_repo"],
-                "version": p["chart_version"],
-                "targetNamespace": ns,
-                "createNamespace": False,
-                "valuesContent": dump_yaml(values),
-            },
-        },
+        helm_chart(
+            "kube-prometheus-stack",
+            "kube-prometheus-stack",
+            p["chart_repo"],
+            p["chart_version"],
+            ns,
+            values,
+            p["chart_file"] if p.get("install_mode") == "airgap" else "",
+        ),
         {
             "apiVersion": "monitoring.coreos.com/v1",
             "kind": "PodMonitor",

@@ -72,6 +72,51 @@ def image_pinned(image):
     return bool(TAG.match(tag)) and tag != "latest"
 
 
+STATIC_CHARTS = "/var/lib/rancher/k3s/server/static/charts"
+
+
+def helm_chart(name, chart, repo, version, namespace, values, airgap_file=""):
+    """A K3s HelmChart (helm.cattle.io/v1) in kube-system, installing into `namespace`.
+
+    With airgap_file, the chart comes from K3s itself: the archive is staged in its static charts directory on
+    the first server (roles/manifests/tasks/chart.yml) and fetched through the %{KUBERNETES_API}% URL.
+    """
+    spec = {
+        "chart": chart,
+        "repo": repo,
+        "version": version,
+        "targetNamespace": namespace,
+        "createNamespace": False,
+        "valuesContent": dump_yaml(values),
+    }
+    if airgap_file:
+        spec["chart"] = "https://%%{KUBERNETES_API}%%/static/charts/%s" % airgap_file
+        del spec["repo"]
+    return {
+        "apiVersion": "helm.cattle.io/v1",
+        "kind": "HelmChart",
+        "metadata": {"name": name, "namespace": "kube-system", "labels": labels_for(name, "helm-chart")},
+        "spec": spec,
+    }
+
+
+def chart_problems(prefix, install_mode, chart_file, sha256):
+    """Airgap settings of a role's chart that cannot work (prefix: the role's variable prefix)."""
+    if install_mode not in ("online", "airgap"):
+        return ["%s_install_mode is %r: use online or airgap" % (prefix, install_mode)]
+    if install_mode != "airgap":
+        return []
+    problems = []
+    if not str(chart_file).endswith(".tgz"):
+        problems.append("%s_chart_file is %r: airgap mode serves a chart archive (.tgz)" % (prefix, chart_file))
+    if not re.match(r"^[0-9a-f]{64}$", str(sha256 or "")):
+        problems.append(
+            "%s_install_mode is airgap but %s_chart_sha256 is not a sha256: set the digest of %s so the archive is "
+            "verified before K3s serves it" % (prefix, prefix, chart_file)
+        )
+    return problems
+
+
 def labels_for(app, component):
     return {
         "app.kubernetes.io/name": app,

@@ -194,19 +194,30 @@ def test_serving_manifests_wait_on_the_first_server(host):
     )
 
 
-def test_gpu_operator_chart_is_staged_for_k3s_airgap(host):
-    chart = host.file("/var/lib/rancher/k3s/server/static/charts/gpu-operator-v25.10.1.tgz")
+CHARTS = {
+    "gpu-operator": "gpu-operator-v25.10.1.tgz",
+    "cert-manager": "cert-manager-v1.18.2.tgz",
+    "monitoring": "kube-prometheus-stack-77.1.1.tgz",
+    "autoscaling": "keda-2.17.0.tgz",
+}
+
+
+@pytest.mark.parametrize("manifest", sorted(CHARTS))
+def test_charts_are_staged_for_k3s_airgap(host, manifest):
+    archive = CHARTS[manifest]
+    chart = host.file(f"/var/lib/rancher/k3s/server/static/charts/{archive}")
     if name_of(host) != SERVERS[0]:
         assert not chart.exists
         return
     assert (chart.user, chart.mode) == ("root", 0o600)
-    assert chart.sha256sum == sha256_of(AIRGAP / "gpu-operator-v25.10.1.tgz")
+    assert chart.sha256sum == sha256_of(AIRGAP / archive)
     helm = next(
         d
-        for d in yaml.safe_load_all(host.file(f"{MANIFESTS}/aiinfra-gpu-operator.yaml").content_string)
+        for d in yaml.safe_load_all(host.file(f"{MANIFESTS}/aiinfra-{manifest}.yaml").content_string)
         if d and d["kind"] == "HelmChart"
     )
-    assert helm["spec"]["chart"] == "https://%{KUBERNETES_API}%/static/charts/gpu-operator-v25.10.1.tgz"
+    assert helm["spec"]["chart"] == f"https://%{{KUBERNETES_API}}%/static/charts/{archive}"
+    assert "repo" not in helm["spec"]
 
 
 def test_gateway_key_only_in_the_secret_file(host):

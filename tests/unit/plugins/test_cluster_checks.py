@@ -36,7 +36,7 @@ def run_validate(tmp_path, case):
         groups["k3s_servers" if role == "server" else "k3s_agents"]["hosts"][host] = hv
     # K3s checks only: no GPU Operator, model plan or gateway (their checks have their own tests).
     all_vars = {"k3s_token": VALID_TOKEN, "vllm_models": [], "litellm_enabled": False, "gpu_operator_enabled": False}
-    all_vars["monitoring_enabled"] = False
+    all_vars.update({"monitoring_enabled": False, "cert_manager_enabled": False, "autoscaling_engine": "none"})
     all_vars.update(case["vars"].get("all") or {})
     return run_playbook("validate.yml", write_inventory(tmp_path / "inv", {"all": {"children": groups}}, all_vars))
 

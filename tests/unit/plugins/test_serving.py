@@ -743,14 +743,25 @@ def test_gpu_verifier_finds_no_error_in_what_the_site_would_schedule(rendered):
         assert [f for f in flagged["findings"] if f["code"] == "NON_GPU_POD_ON_GPU_NODE"]
 
 
-def test_airgap_chart_is_served_by_k3s(tmp_path):
+def test_airgap_charts_are_served_by_k3s(tmp_path):
     (tmp_path / "inv").mkdir()
-    airgap = {"gpu_operator_install_mode": "airgap", "gpu_operator_chart_sha256": "0" * 64, "litellm_enabled": False}
+    airgap = {"k3s_install_mode": "airgap", "litellm_enabled": False}
+    for prefix in ("gpu_operator", "cert_manager", "monitoring", "autoscaling"):
+        airgap[f"{prefix}_chart_sha256"] = "0" * 64
     inventory = write_site(tmp_path / "inv", ["cp-1"], {"gpu-1": 1}, airgap)
     render(inventory, tmp_path / "out")
-    chart, _values = helm_values(load_docs(tmp_path / "out"))
-    assert chart["spec"]["chart"] == "https://%{KUBERNETES_API}%/static/charts/gpu-operator-v25.10.1.tgz"
-    assert "repo" not in chart["spec"]
+    charts = {c["metadata"]["name"]: c["spec"] for c in of_kind(load_docs(tmp_path / "out"), "HelmChart")}
+    assert set(charts) == {"gpu-operator", "cert-manager", "kube-prometheus-stack", "keda"}
+    for name, spec in charts.items():
+        assert spec["chart"] == f"https://%{{KUBERNETES_API}}%/static/charts/{name}-{spec['version']}.tgz"
+        assert "repo" not in spec
+
+
+def test_airgap_without_digests_is_refused_with_every_chart_named():
+    problems = sv.chart_problems("cert_manager", "airgap", "cert-manager-v1.18.2.tgz", "")
+    assert problems and "cert_manager_chart_sha256 is not a sha256" in problems[0]
+    assert sv.chart_problems("keda", "online", "x", "") == []
+    assert "use online or airgap" in sv.chart_problems("monitoring", "usb-stick", "x.tgz", "")[0]
 
 
 @pytest.mark.parametrize(
