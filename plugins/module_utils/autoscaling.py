@@ -69,7 +69,15 @@ def autoscaling_manifests(objects, p):
             {
                 "apiVersion": "v1",
                 "kind": "Namespace",
-                "metadata": {"name": p["namespace"], "labels": {"app.kubernetes.io/managed-by": "aiinfra.k3s"}},
+                "metadata": {
+                    "name": p["namespace"],
+                    "labels": {
+                        "app.kubernetes.io/managed-by": "aiinfra.k3s",
+                        # KEDA's pods run as non-root without privileges; warn on anything short of restricted.
+                        "pod-security.kubernetes.io/enforce": "baseline",
+                        "pod-security.kubernetes.io/warn": "restricted",
+                    },
+                },
             },
             helm_chart(
                 "keda",

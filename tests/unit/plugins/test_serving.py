@@ -334,6 +334,13 @@ def test_network_policies_allow_exactly_the_seed_paths(rendered, path):
     assert allowed is path["allowed"]
 
 
+def test_every_namespace_has_a_pod_security_level(rendered):
+    _site, docs, _out, _proc = rendered
+    for ns in of_kind(docs, "Namespace"):
+        labels = ns["metadata"].get("labels") or {}
+        assert labels.get("pod-security.kubernetes.io/enforce") in ("restricted", "baseline", "privileged"), ns
+
+
 def test_one_autoscaler_per_target_and_maxima_fit_the_gpus(rendered):
     site, docs, _out, _proc = rendered
     scaled = of_kind(docs, "ScaledObject")
