@@ -12,6 +12,7 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
     dns_name,
     helm_chart,
     labels_for,
+    namespace,
     plain,
 )
 
@@ -66,19 +67,8 @@ def autoscaling_manifests(objects, p):
     out, targets = [], set()
     if p["engine"] == "keda":
         out += [
-            {
-                "apiVersion": "v1",
-                "kind": "Namespace",
-                "metadata": {
-                    "name": p["namespace"],
-                    "labels": {
-                        "app.kubernetes.io/managed-by": "aiinfra.k3s",
-                        # KEDA's pods run as non-root without privileges; warn on anything short of restricted.
-                        "pod-security.kubernetes.io/enforce": "baseline",
-                        "pod-security.kubernetes.io/warn": "restricted",
-                    },
-                },
-            },
+            # KEDA's pods run as non-root without privileges; warn on anything short of restricted.
+            namespace(p["namespace"], "baseline", "restricted"),
             helm_chart(
                 "keda",
                 "keda",

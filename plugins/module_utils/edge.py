@@ -7,7 +7,13 @@ HelmChart) issuing the certificate from an ACME HTTP-01 or a private CA ClusterI
 
 import re
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import dump_yaml, helm_chart, labels_for, plain
+from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
+    dump_yaml,
+    helm_chart,
+    labels_for,
+    namespace,
+    plain,
+)
 
 HOST = re.compile(r"^(?=.{1,253}$)([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$")
 ISSUER_KINDS = ("acme", "ca")
@@ -110,18 +116,8 @@ def cert_manager_manifests(p):
     ns, issuer = p["namespace"], p["issuer_name"]
     labels = labels_for("cert-manager", "tls")
     out = [
-        {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {
-                "name": ns,
-                # cert-manager's pods run as non-root with a read-only root file system: restricted fits.
-                "labels": {
-                    "app.kubernetes.io/managed-by": "aiinfra.k3s",
-                    "pod-security.kubernetes.io/enforce": "restricted",
-                },
-            },
-        },
+        # cert-manager's pods run as non-root with a read-only root file system: restricted fits.
+        namespace(ns, "restricted"),
         helm_chart(
             "cert-manager",
             p["chart_name"],

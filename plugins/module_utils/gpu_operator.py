@@ -14,6 +14,7 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
     dump_yaml,
     helm_chart,
     labels_for,
+    namespace,
     plain,
 )
 
@@ -106,17 +107,8 @@ def gpu_operator_manifests(params):
     params = plain(params)
     ns = params["namespace"]
     out = [
-        {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {
-                "name": ns,
-                "labels": {
-                    "pod-security.kubernetes.io/enforce": "privileged",
-                    "app.kubernetes.io/managed-by": "aiinfra.k3s",
-                },
-            },
-        }
+        # The operator's pods load drivers and mount host paths: privileged.
+        namespace(ns, "privileged")
     ]
     if params["time_slicing_classes"]:
         out.append(

@@ -7,7 +7,7 @@ figures (a PrometheusRule, also written as a plain rules file for promtool), and
 
 import json
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import helm_chart, labels_for, plain
+from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import helm_chart, labels_for, namespace, plain
 
 NS_LABEL = 'namespace="%s"'
 
@@ -324,18 +324,8 @@ def monitoring_manifests(p):
         },
     }
     out = [
-        {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            # node-exporter reads the host's /proc and /sys with host networking: privileged.
-            "metadata": {
-                "name": ns,
-                "labels": {
-                    "app.kubernetes.io/managed-by": "aiinfra.k3s",
-                    "pod-security.kubernetes.io/enforce": "privileged",
-                },
-            },
-        },
+        # node-exporter reads the host's /proc and /sys with host networking: privileged.
+        namespace(ns, "privileged"),
         helm_chart(
             "kube-prometheus-stack",
             "kube-prometheus-stack",

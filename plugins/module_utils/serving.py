@@ -117,6 +117,14 @@ def chart_problems(prefix, install_mode, chart_file, sha256):
     return problems
 
 
+def namespace(name, enforce, warn=None):
+    """A Namespace with its Pod Security Admission level (and an optional stricter level to warn on)."""
+    labels = {"app.kubernetes.io/managed-by": "aiinfra.k3s", "pod-security.kubernetes.io/enforce": enforce}
+    if warn:
+        labels["pod-security.kubernetes.io/warn"] = warn
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
 def labels_for(app, component):
     return {
         "app.kubernetes.io/name": app,
@@ -492,19 +500,8 @@ def model_registry_manifests(nodes, params):
     params: storage_class, path, size, namespace, claim_name, pv_prefix.
     """
     out = [
-        {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {
-                "name": params["namespace"],
-                "labels": {
-                    # Model servers run as root in their images and mount a memory-backed /dev/shm: baseline fits.
-                    "pod-security.kubernetes.io/enforce": "baseline",
-                    "pod-security.kubernetes.io/warn": "restricted",
-                    "app.kubernetes.io/managed-by": "aiinfra.k3s",
-                },
-            },
-        },
+        # Model servers run as root in their images and mount a memory-backed /dev/shm: baseline fits.
+        namespace(params["namespace"], "baseline", "restricted"),
         {
             "apiVersion": "storage.k8s.io/v1",
             "kind": "StorageClass",
