@@ -512,6 +512,9 @@ def test_tensor_parallel_gpus_and_store_claim(rendered):
         args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
         tp = args[args.index("--tensor-parallel-size") + 1]
         assert dep["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == tp
+        container = dep["spec"]["template"]["spec"]["containers"][0]
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            assert container[probe]["httpGet"]["path"] == "/health", probe  # vLLM's health endpoint
         volumes = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
         assert volumes["models"]["persistentVolumeClaim"]["claimName"] in claims
         assert volumes["dshm"]["emptyDir"]["medium"] == "Memory"
