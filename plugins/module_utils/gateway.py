@@ -12,6 +12,7 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
     dump_yaml,
     labels_for,
     plain,
+    secret,
     spread,
 )
 
@@ -195,17 +196,12 @@ def gateway_manifests(objects, params):
 
 
 def gateway_secret(params, master_key):
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {
-            "name": params["secret_name"],
-            "namespace": params["namespace"],
-            "labels": labels_for(params["deployment_name"], "credentials"),
-        },
-        "type": "Opaque",
-        "stringData": {"LITELLM_MASTER_KEY": master_key},
-    }
+    return secret(
+        params["secret_name"],
+        params["namespace"],
+        labels_for(params["deployment_name"], "credentials"),
+        {"LITELLM_MASTER_KEY": master_key},
+    )
 
 
 def master_key_problems(key):

@@ -7,7 +7,13 @@ figures (a PrometheusRule, also written as a plain rules file for promtool), and
 
 import json
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import helm_chart, labels_for, namespace, plain
+from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
+    helm_chart,
+    labels_for,
+    namespace,
+    plain,
+    secret,
+)
 
 NS_LABEL = 'namespace="%s"'
 
@@ -379,14 +385,9 @@ def monitoring_manifests(p):
 
 
 def grafana_secret(p, password):
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {
-            "name": p["grafana_secret"],
-            "namespace": p["namespace"],
-            "labels": labels_for("grafana", "credentials"),
-        },
-        "type": "Opaque",
-        "stringData": {"admin-user": "admin", "admin-password": password},
-    }
+    return secret(
+        p["grafana_secret"],
+        p["namespace"],
+        labels_for("grafana", "credentials"),
+        {"admin-user": "admin", "admin-password": password},
+    )

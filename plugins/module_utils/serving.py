@@ -466,30 +466,35 @@ def nim_manifests(models, site, defaults):
     return out
 
 
-def registry_secret(name, namespace, registry, username, password, labels):
-    """kubernetes.io/dockerconfigjson Secret for one registry."""
-    auth = base64.b64encode(("%s:%s" % (username, password)).encode()).decode()
-    config = {"auths": {registry: {"username": username, "password": password, "auth": auth}}}
+def secret(name, namespace, labels, data, kind="Opaque"):
+    """A Secret holding `data` as stringData (written only to 0600 files, never logged)."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {"name": name, "namespace": namespace, "labels": labels},
-        "type": "kubernetes.io/dockerconfigjson",
-        "stringData": {".dockerconfigjson": json.dumps(config, sort_keys=True)},
+        "type": kind,
+        "stringData": data,
     }
+
+
+def registry_secret(name, namespace, registry, username, password, labels):
+    """kubernetes.io/dockerconfigjson Secret for one registry."""
+    auth = base64.b64encode(("%s:%s" % (username, password)).encode()).decode()
+    config = {"auths": {registry: {"username": username, "password": password, "auth": auth}}}
+    return secret(
+        name,
+        namespace,
+        labels,
+        {".dockerconfigjson": json.dumps(config, sort_keys=True)},
+        "kubernetes.io/dockerconfigjson",
+    )
 
 
 def ngc_secrets(api_key, namespace, api_secret, pull_secret):
     """The NGC API key as an Opaque Secret (NGC_API_KEY) and as the nvcr.io pull secret ($oauthtoken)."""
     labels = labels_for("nim", "credentials")
     return [
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": api_secret, "namespace": namespace, "labels": labels},
-            "type": "Opaque",
-            "stringData": {"NGC_API_KEY": api_key},
-        },
+        secret(api_secret, namespace, labels, {"NGC_API_KEY": api_key}),
         registry_secret(pull_secret, namespace, "nvcr.io", "$oauthtoken", api_key, labels),
     ]
 
