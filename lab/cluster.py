@@ -37,8 +37,8 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import kubebuild  # noqa: E402
-import labctl  # noqa: E402
+import kubebuild
+import labctl
 
 ROOT = kubebuild.ROOT
 STATE = ROOT / ".cache" / "cluster"
@@ -527,8 +527,8 @@ def kubectl(
     return proc
 
 
-def read_inventory(inventory: Path) -> dict:
-    """`ansible-inventory --list` of an inventory; the lab's without hosts.yml gets the default lab nodes."""
+def inventory_sources(inventory: Path) -> list[str]:
+    """-i arguments for an inventory; the lab's without hosts.yml (no lab nodes yet) gets the default lab hosts."""
     sources = ["-i", str(inventory)]
     if inventory.resolve() == (ROOT / "inventories" / "lab").resolve() and not labctl.INVENTORY_FILE.exists():
         extra = STATE.parent / "cluster-lab-hosts.yml"
@@ -547,6 +547,12 @@ def read_inventory(inventory: Path) -> dict:
             )
         )
         sources += ["-i", str(extra)]
+    return sources
+
+
+def read_inventory(inventory: Path) -> dict:
+    """`ansible-inventory --list` of an inventory (see inventory_sources)."""
+    sources = inventory_sources(inventory)
     tool = shutil.which("ansible-inventory") or str(Path(sys.executable).parent / "ansible-inventory")
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
     return json.loads(run([tool, *sources, "--list"], env=env, cwd=ROOT).stdout)

@@ -80,7 +80,7 @@ def kubernetes_version(k3s_version: str) -> str:
 
 def staging_version(kube_version: str) -> str:
     """Kubernetes v1.33.5 publishes its staging modules (k8s.io/api, ...) as v0.33.5."""
-    major, minor, patch = kube_version.lstrip("v").split(".")
+    _, minor, patch = kube_version.lstrip("v").split(".")
     return f"v0.{minor}.{patch}"
 
 

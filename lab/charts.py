@@ -1,0 +1,539 @@
+"""Check the Helm values the collection writes against the real upstream charts, with a real helm.
+
+    charts.py check [--inventory inventories/example]
+
+The charts come from the upstream Go modules, at the versions the collection pins, through the Go module
+proxy (`go mod download -json MODULE@VERSION`):
+
+  * gpu-operator: github.com/NVIDIA/gpu-operator, deployments/gpu-operator, at gpu_operator_chart_version
+    (roles/gpu_operator/defaults/main.yml). Its vYY.MM.P tags sit on a module path without /vYY, so no
+    semantic version names them; the tool asks the proxy the tag, the tag +incompatible and the /vYY path,
+    and says so, with the proxy's answer, when none resolves. It then checks the newest commit the proxy does
+    serve (`@latest`), printed as such: that is evidence about the chart, never a pass for the pin.
+  * cert-manager: github.com/cert-manager/cert-manager, deploy/charts/cert-manager, at
+    cert_manager_chart_version. The module holds the chart's sources, not the released chart: the chart is
+    assembled as cert-manager's make/manifests.mk does for a release (Chart.yaml from Chart.template.yaml
+    with version, appVersion and the two annotations set; templates/crds.yaml concatenated from deploy/crds;
+    README from its template; the rest copied).
+
+For each, the exact spec.valuesContent of the HelmChart the collection renders (playbooks/render.yml) is
+  a. walked against the chart's values (unknown_value_paths): every path we set must exist in the chart's
+     values.yaml, or in the properties its values.schema.json declares, or lie under a map the chart leaves
+     open: a `{}` or empty (null) value in values.yaml, a schema object without declared properties or with
+     additionalProperties allowed, a subchart's values under the subchart's name (walked against that
+     subchart's values.yaml), and `global`, which Helm hands to every chart. Lists are leaves.
+  b. rendered with `helm template` (release = HelmChart name, namespace = targetNamespace, --kube-version =
+     the Kubernetes version of the pinned K3s) and linted with `helm lint`; helm from lab/helmbuild.py.
+KEDA and kube-prometheus-stack are not in a Go module: the check says so and leaves them to the unit tests.
+Exit status: 0 when every chart from a Go module passed, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+try:
+    import yaml
+except ImportError:  # the system python3 may lack PyYAML: the project's venv has it
+    venv_python = ROOT / ".venv" / "bin" / "python"
+    if venv_python.exists() and Path(sys.executable).resolve() != venv_python.resolve():
+        os.execv(str(venv_python), [str(venv_python), *sys.argv])
+    raise
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import helmbuild  # noqa: E402  (lab/ is not a package)
+
+K3S_DEFAULTS = ROOT / "roles" / "k3s" / "defaults" / "main.yml"
+NOT_IN_GO_MODULE = "not in a Go module: checked by the existing unit tests only"
+
+
+@dataclass(frozen=True)
+class ChartSource:
+    """Where a chart the collection installs lives in an upstream Go module."""
+
+    chart: str  # spec.chart of the HelmChart
+    module: str
+    subdir: str
+    defaults: str  # role defaults that pin the version
+    version_var: str
+    assemble: str = "copy"  # "copy" or "cert-manager" (see assemble_cert_manager)
+
+
+SOURCES = (
+    ChartSource(
+        "gpu-operator",
+        "github.com/NVIDIA/gpu-operator",
+        "deployments/gpu-operator",
+        "roles/gpu_operator/defaults/main.yml",
+        "gpu_operator_chart_version",
+    ),
+    ChartSource(
+        "cert-manager",
+        "github.com/cert-manager/cert-manager",
+        "deploy/charts/cert-manager",
+        "roles/cert_manager/defaults/main.yml",
+        "cert_manager_chart_version",
+        assemble="cert-manager",
+    ),
+)
+
+
+class CheckError(Exception):
+    """A step of the check could not run; the message says which."""
+
+
+# ---------------------------------------------------------------- pure functions (unit-tested)
+
+
+def format_path(parts: tuple | list) -> str:
+    """('a', 'b.c', 'd') -> a["b.c"].d: dotted, with keys that hold a dot quoted."""
+    out = ""
+    for part in parts:
+        key = str(part)
+        if "." in key or not key:
+            out += f'["{key}"]'
+        else:
+            out += f".{key}" if out else key
+    return out
+
+
+def is_open(value) -> bool:
+    """A chart value that leaves its contents open: an empty map `{}` or an empty (null) value."""
+    return value is None or (isinstance(value, dict) and not value)
+
+
+def unknown_value_paths(ours: dict, chart_values: dict, open_paths=frozenset()) -> list[str]:
+    """Every path of `ours` that the chart does not have, walked against `chart_values`, in our order.
+
+    A path stops being walked (and is allowed) where the chart's value is open (`{}` or null) or where it is
+    listed in `open_paths` (dotted, as format_path writes it). Lists and scalars of ours are leaves. Where we
+    set a map and the chart has a scalar or a list, each of our keys under it is unknown. The first missing
+    key of a branch is reported, not the keys below it.
+    """
+    opened = set(open_paths)
+    found: list[str] = []
+
+    def walk(mine: dict, theirs, prefix: tuple) -> None:
+        for key, value in mine.items():
+            path = (*prefix, key)
+            if format_path(path) in opened:
+                continue
+            if not isinstance(theirs, dict) or key not in theirs:
+                found.append(format_path(path))
+                continue
+            chart_value = theirs[key]
+            if isinstance(value, dict) and value and not is_open(chart_value):
+                walk(value, chart_value, path)
+
+    if format_path(()) not in opened:
+        walk(ours, chart_values, ())
+    return found
+
+
+def deep_merge(base: dict, over: dict) -> dict:
+    """`over` merged into a copy of `base`, maps recursively (Helm's coalescing of values)."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def open_value_paths(values, prefix: tuple = ()) -> set[str]:
+    """Dotted paths of the open maps ({} or null) of a values.yaml."""
+    found = set()
+    if isinstance(values, dict):
+        for key, value in values.items():
+            path = (*prefix, key)
+            if is_open(value):
+                found.add(format_path(path))
+            else:
+                found |= open_value_paths(value, path)
+    return found
+
+
+def schema_known(schema: dict) -> tuple[dict, set[str]]:
+    """(declared tree, open paths) of a values.schema.json.
+
+    The tree holds every declared property: a map for an object with properties, "" for any other value.
+    Open: an object without declared properties, or one whose additionalProperties is true or a schema.
+    Local $refs (#/...) are followed; allOf/anyOf/oneOf branches are merged.
+    """
+
+    def resolve(node, seen=()):
+        while isinstance(node, dict) and isinstance(node.get("$ref"), str) and node["$ref"].startswith("#/"):
+            ref = node["$ref"]
+            if ref in seen:
+                return {}
+            seen = (*seen, ref)
+            target = schema
+            for part in ref[2:].split("/"):
+                target = target.get(part.replace("~1", "/").replace("~0", "~"), {})
+            node = {**{k: v for k, v in node.items() if k != "$ref"}, **target}
+        return node if isinstance(node, dict) else {}
+
+    opened: set[str] = set()
+
+    def walk(node, prefix: tuple):
+        node = resolve(node)
+        properties = dict(node.get("properties") or {})
+        for branch in [*node.get("allOf", []), *node.get("anyOf", []), *node.get("oneOf", [])]:
+            properties.update(resolve(branch).get("properties") or {})
+        kinds = node.get("type")
+        kinds = kinds if isinstance(kinds, list) else [kinds]
+        is_object = "object" in kinds or bool(properties)
+        if not is_object:
+            return ""
+        extra = node.get("additionalProperties", None)
+        if not properties or extra is True or isinstance(extra, dict):
+            opened.add(format_path(prefix))
+        return {key: walk(sub, (*prefix, key)) for key, sub in properties.items()}
+
+    tree = walk(schema, ())
+    return (tree if isinstance(tree, dict) else {}), opened
+
+
+def known_values(values: dict, schema: dict | None = None, subcharts: dict | None = None) -> tuple[dict, set[str]]:
+    """The tree and open paths to walk our values against, from a chart's parts (see unknown_value_paths).
+
+    subcharts: {name or alias: (tree, open paths)} of the chart's dependencies present under charts/.
+    """
+    values = values or {}
+    tree, opened = ({}, set()) if schema is None else schema_known(schema)
+    opened.discard("")  # a root without declared properties is no reason to accept everything
+    tree = deep_merge(tree, values)
+    opened |= open_value_paths(values)
+    for name, (sub_tree, sub_open) in (subcharts or {}).items():
+        parent_part = values.get(name) if isinstance(values.get(name), dict) else {}
+        tree[name] = deep_merge(sub_tree, parent_part)
+        # the subchart's own values say what is open below its name, not a `{}` placeholder of the parent
+        opened.discard(format_path((name,)))
+        opened |= {prefix_path(name, path) for path in sub_open}
+    opened.add("global")
+    return tree, opened
+
+
+def prefix_path(key: str, path: str) -> str:
+    """A dotted path (format_path) of a subchart, seen from its parent under `key`."""
+    head = format_path((key,))
+    if not path:
+        return head
+    return head + path if path.startswith("[") else f"{head}.{path}"
+
+
+def helm_charts(documents) -> dict[str, dict]:
+    """{spec.chart: {name, namespace, targetNamespace, version, repo, valuesContent}} of the HelmChart objects."""
+    found = {}
+    for doc in documents:
+        if not isinstance(doc, dict) or doc.get("kind") != "HelmChart":
+            continue
+        if not str(doc.get("apiVersion", "")).startswith("helm.cattle.io/"):
+            continue
+        spec = doc.get("spec") or {}
+        found[spec.get("chart")] = {
+            "name": doc["metadata"]["name"],
+            "namespace": spec.get("targetNamespace") or doc["metadata"].get("namespace", "default"),
+            "version": str(spec.get("version", "")),
+            "repo": spec.get("repo", ""),
+            "valuesContent": spec.get("valuesContent") or "",
+        }
+    return found
+
+
+def candidate_queries(module: str, version: str) -> list[tuple[str, str]]:
+    """(module path, query) pairs that could name a tag: itself, and for a tag above v1 on a module path
+    without /vN, its +incompatible form and the /vN path."""
+    queries = [(module, version)]
+    match = re.match(r"^v(\d+)\.", version)
+    if match and int(match.group(1)) >= 2 and not re.search(r"/v\d+$", module):
+        queries += [(module, f"{version}+incompatible"), (f"{module}/v{match.group(1)}", version)]
+    return queries
+
+
+def pinned_value(defaults_text: str, var: str) -> str:
+    """A plain `var: value` of a role's defaults file."""
+    value = (yaml.safe_load(defaults_text) or {}).get(var)
+    if value is None:
+        raise CheckError(f"no {var} in the role defaults")
+    return str(value)
+
+
+def kubernetes_version(k3s_version: str) -> str:
+    """v1.33.5+k3s1 -> v1.33.5 (the version K3s embeds)."""
+    match = re.match(r"^(v\d+\.\d+\.\d+)\+k3s\d+$", k3s_version.strip())
+    if not match:
+        raise CheckError(f"k3s_version {k3s_version!r} is not a K3s release tag")
+    return match.group(1)
+
+
+def chart_yaml_from_template(template_text: str, version: str, signkey: str) -> str:
+    """cert-manager's Chart.yaml as make/manifests.mk writes it from Chart.template.yaml (with yq)."""
+    chart = yaml.safe_load(template_text)
+    annotations = chart.setdefault("annotations", {})
+    annotations["artifacthub.io/signKey"] = signkey
+    annotations["artifacthub.io/prerelease"] = "true" if "-" in version else "false"
+    chart["version"] = version
+    chart["appVersion"] = version
+    return yaml.safe_dump(chart, sort_keys=False)
+
+
+def concat_yaml(texts: list[str]) -> str:
+    """hack/concat-yaml.sh: the files one after the other, an empty line and `---` between two."""
+    return "\n---\n".join(texts)
+
+
+def tail(text: str, lines: int = 12) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+# ---------------------------------------------------------------- charts on disk
+
+
+def assemble_cert_manager(module_dir: Path, version: str, out: Path) -> None:
+    """cert-manager's chart as its release build (make/manifests.mk, $(bin_dir)/helm/cert-manager) lays it out."""
+    src = module_dir / "deploy" / "charts" / "cert-manager"
+    (out / "templates").mkdir(parents=True)
+    for path in sorted((src / "templates").iterdir()):
+        shutil.copyfile(path, out / "templates" / path.name)
+    for name in ("values.yaml", "values.schema.json", ".helmignore"):
+        if (src / name).exists():
+            shutil.copyfile(src / name, out / name)
+    (out / "README.md").write_text((src / "README.template.md").read_text().replace("{{RELEASE_VERSION}}", version))
+    (out / "Chart.yaml").write_text(
+        chart_yaml_from_template(
+            (src / "Chart.template.yaml").read_text(), version, (src / "signkey_annotation.txt").read_text()
+        )
+    )
+    crds = sorted((module_dir / "deploy" / "crds").glob("*.yaml"))
+    (out / "templates" / "crds.yaml").write_text(concat_yaml([p.read_text() for p in crds]))
+
+
+def copy_chart(module_dir: Path, subdir: str, out: Path) -> None:
+    shutil.copytree(module_dir / subdir, out)
+    for path in [out, *out.rglob("*")]:  # the module cache is read-only; the copy need not be
+        path.chmod(path.stat().st_mode | 0o200)
+
+
+def _load_chart_parts(files: dict[str, bytes]) -> tuple[dict, dict | None]:
+    values = yaml.safe_load(files.get("values.yaml", b"")) or {}
+    schema = json.loads(files["values.schema.json"]) if "values.schema.json" in files else None
+    return values, schema
+
+
+def subchart_known(chart_dir: Path) -> dict:
+    """{name or alias: (tree, open paths)} of the dependencies of Chart.yaml found under charts/."""
+    meta = yaml.safe_load((chart_dir / "Chart.yaml").read_text()) or {}
+    found = {}
+    for dep in meta.get("dependencies") or []:
+        key = dep.get("alias") or dep["name"]
+        directory = chart_dir / "charts" / dep["name"]
+        files: dict[str, bytes] = {}
+        if directory.is_dir():
+            files = {n: (directory / n).read_bytes() for n in ("values.yaml", "values.schema.json") if (directory / n).exists()}
+        else:
+            for archive in sorted((chart_dir / "charts").glob(f"{dep['name']}-*.tgz")):
+                with tarfile.open(archive) as tar:
+                    for member in tar.getmembers():
+                        parts = member.name.split("/")
+                        if len(parts) == 2 and parts[1] in ("values.yaml", "values.schema.json"):
+                            files[parts[1]] = tar.extractfile(member).read()
+                break
+        if files:
+            found[key] = known_values(*_load_chart_parts(files))
+    return found
+
+
+def chart_known(chart_dir: Path) -> tuple[dict, set[str]]:
+    files = {n: (chart_dir / n).read_bytes() for n in ("values.yaml", "values.schema.json") if (chart_dir / n).exists()}
+    return known_values(*_load_chart_parts(files), subchart_known(chart_dir))
+
+
+# ---------------------------------------------------------------- process boundary
+
+
+def render_helm_charts(inventory: str) -> dict[str, dict]:
+    """Render the site's manifests with playbooks/render.yml; its HelmChart objects by chart."""
+    playbook = ROOT / ".venv" / "bin" / "ansible-playbook"
+    if not playbook.exists():
+        playbook = Path(shutil.which("ansible-playbook") or playbook)
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".cache" / "collections"),
+        ANSIBLE_NOCOLOR="1",
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = subprocess.run(
+            [str(playbook), str(ROOT / "playbooks" / "render.yml"), "-i", inventory, "-e", f"render_dir={tmp}"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        if proc.returncode != 0:
+            raise CheckError(f"playbooks/render.yml failed:\n{tail(proc.stdout + proc.stderr, 20)}")
+        documents = []
+        for path in sorted(Path(tmp).glob("*.yaml")):
+            documents += list(yaml.safe_load_all(path.read_text()))
+    return helm_charts(documents)
+
+
+def fetch_module(module: str, query: str) -> dict:
+    """The proxy's answer for module@query; raises CheckError with its one line when it refuses."""
+    try:
+        return helmbuild.module_info(module, query)
+    except helmbuild.BuildError as exc:
+        raise CheckError(str(exc)) from None
+
+
+def run_helm(helm: Path, args: list[str], home: Path) -> subprocess.CompletedProcess:
+    env = dict(
+        os.environ,
+        HELM_CACHE_HOME=str(home / "cache"),
+        HELM_CONFIG_HOME=str(home / "config"),
+        HELM_DATA_HOME=str(home / "data"),
+    )
+    return subprocess.run([str(helm), *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+@dataclass
+class ChartResult:
+    chart: str
+    version: str
+    source: str
+    result: str = "OK"  # OK, FAIL, UNAVAILABLE
+    unknown: list[str] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
+    note: str = ""
+
+    def line(self) -> str:
+        unknown = ", ".join(self.unknown) if self.unknown else "none"
+        note = f" ({self.note})" if self.note else ""
+        return (
+            f"{self.chart}: version {self.version}, source {self.source}{note}, result {self.result}, "
+            f"unknown paths: {unknown}"
+        )
+
+
+def check_chart_dir(
+    chart_dir: Path, values_text: str, release: str, namespace: str, kube: str, helm: Path, work: Path
+) -> tuple[list[str], list[str]]:
+    """(unknown paths, helm failures) of our values against one chart directory."""
+    ours = yaml.safe_load(values_text) or {}
+    tree, opened = chart_known(chart_dir)
+    unknown = unknown_value_paths(ours, tree, opened)
+    values_file = work / f"{release}-values.yaml"
+    values_file.write_text(values_text)  # exactly the valuesContent the HelmChart carries
+    failures = []
+    common = ["--namespace", namespace, "-f", str(values_file), "--kube-version", kube]
+    steps = (
+        ("helm template", ["template", release, str(chart_dir), *common]),
+        ("helm lint", ["lint", str(chart_dir), *common]),
+    )
+    for name, args in steps:
+        proc = run_helm(helm, args, work / "helm-home")
+        if proc.returncode != 0:
+            failures.append(f"{name} failed (exit {proc.returncode}):\n{tail(proc.stderr or proc.stdout)}")
+    return unknown, failures
+
+
+def check_source(source: ChartSource, rendered: dict, kube: str, helm: Path, work: Path) -> list[ChartResult]:
+    version = rendered["version"]
+    pinned = pinned_value((ROOT / source.defaults).read_text(), source.version_var)
+    note = "" if version == pinned else f"the inventory overrides {source.version_var}={pinned}"
+    refusals = []
+    info = None
+    for module, query in candidate_queries(source.module, version):
+        try:
+            info = fetch_module(module, query)
+            break
+        except CheckError as exc:
+            refusals.append(str(exc))
+    results = []
+    if info is None:
+        result = ChartResult(source.chart, version, source.module, "UNAVAILABLE", note=note)
+        result.details = [f"no proxy query resolves {version}:", *refusals]
+        results.append(result)
+        try:  # the newest commit the proxy serves: evidence about the chart, never a pass for the pin
+            info = fetch_module(source.module, "latest")
+        except CheckError as exc:
+            result.details.append(f"nor does @latest: {exc}")
+            return results
+        label = f"{source.chart} (NOT the pinned {version}: the proxy's @latest)"
+    else:
+        label = source.chart
+    module_dir = Path(info["Dir"])
+    chart_dir = work / f"{source.chart}-{info['Version']}"
+    if source.assemble == "cert-manager":
+        assemble_cert_manager(module_dir, info["Version"], chart_dir)
+    else:
+        copy_chart(module_dir, source.subdir, chart_dir)
+    chart_version = (yaml.safe_load((chart_dir / "Chart.yaml").read_text()) or {}).get("version", "?")
+    unknown, failures = check_chart_dir(
+        chart_dir, rendered["valuesContent"], rendered["name"], rendered["namespace"], kube, helm, work
+    )
+    checked = ChartResult(
+        label,
+        version if label == source.chart else f"{chart_version} (chart)",
+        f"{info['Path']}@{info['Version']} {source.subdir}",
+        "FAIL" if unknown or failures else "OK",
+        unknown,
+        failures,
+        note if label == source.chart else "",
+    )
+    results.append(checked)
+    return results
+
+
+def check(inventory: str) -> int:
+    rendered = render_helm_charts(inventory)
+    kube = kubernetes_version(pinned_value(K3S_DEFAULTS.read_text(), "k3s_version"))
+    helm = helmbuild.build()
+    print(f"[charts] helm {helm}; --kube-version {kube} (K3s pin); inventory {inventory}", flush=True)
+    problems = 0
+    known = {s.chart for s in SOURCES}
+    with tempfile.TemporaryDirectory() as tmp:
+        for source in SOURCES:
+            if source.chart not in rendered:
+                print(f"{source.chart}: not rendered by this inventory, result SKIPPED")
+                continue
+            for result in check_source(source, rendered[source.chart], kube, helm, Path(tmp)):
+                print(result.line())
+                for detail in result.details:
+                    print("    " + detail.replace("\n", "\n    "))
+                problems += result.result != "OK"
+    for chart, spec in sorted(rendered.items()):
+        if chart not in known:
+            print(f"{chart}: version {spec['version']}, source {spec['repo']}, {NOT_IN_GO_MODULE}")
+    return 1 if problems else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("cmd", choices=("check",))
+    parser.add_argument("--inventory", default="inventories/example")
+    args = parser.parse_args(argv)
+    try:
+        return check(args.inventory)
+    except (CheckError, helmbuild.BuildError) as exc:
+        print(f"[charts] ERROR: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

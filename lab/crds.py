@@ -1,0 +1,528 @@
+"""Install the CustomResourceDefinitions the collection's manifests use, taken from upstream Go modules.
+
+    crds.py list                                        print each source file and the CRDs in it
+    crds.py install --kubeconfig K [--kubectl PATH]     apply them (server-side) and wait until established
+
+Nothing here is hand-written: every CRD comes from the upstream project's Go module, at the version the
+collection pins, fetched with `go mod download -json MODULE@VERSION` through the Go module proxy. SOURCES
+below says, per API group, which module, which role default decides its version, and which files inside the
+module hold the CRDs:
+
+  * helm.cattle.io (HelmChart, HelmChartConfig) and traefik.io (IngressRoute, Middleware, ...): the versions
+    K3s `k3s_version` embeds (K3S_EMBEDDED, from the K3s release notes), helm-controller's generated YAML and
+    Traefik's reference CRD files;
+  * cert-manager.io (Certificate, ClusterIssuer, ...): `cert_manager_chart_version`, deploy/crds, which are
+    Helm templates: render_cert_manager() renders them as the chart does with crds.enabled=true;
+  * keda.sh (ScaledObject, TriggerAuthentication, ...): the KEDA release of `autoscaling_chart_version`;
+  * monitoring.coreos.com (ServiceMonitor, PodMonitor, PrometheusRule, ...): the prometheus-operator release
+    kube-prometheus-stack `monitoring_chart_version` ships (KUBE_PROMETHEUS_STACK_OPERATOR);
+  * nvidia.com (ClusterPolicy, NVIDIADriver): `gpu_operator_chart_version`.
+
+When the proxy refuses a pinned version, a row may name a fallback (`fallback`): the nearest served patch
+release, or one explicit served version. Using one is logged and shows in the source labels; a version with
+no served fallback is one error line naming module, version and the proxy's answer.
+
+The CRD texts are cached under .cache/crds/<hash of SOURCES, the versions and the renderer>/, so a second run
+downloads nothing (delete the directory to resolve again). Only the standard library is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / ".cache" / "crds"
+# Bump when what is done to the upstream files changes (rendering, file layout of the cache).
+RECIPE = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """One upstream module and the CRD files taken from it."""
+
+    name: str  # label prefix
+    module: str  # Go module path
+    defaults: str  # role defaults file holding the pin, relative to the repository root
+    key: str  # the pinned variable in that file
+    derive: str  # how the module version follows from the pin: see module_version()
+    globs: tuple[str, ...]  # CRD files inside the module
+    required: tuple[str, ...]  # CRDs that must be among them (the kinds the collection creates)
+    render: str = ""  # "cert-manager": the files are Helm templates, see render_cert_manager()
+    fallback: str = ""  # when the proxy refuses the version: "nearest-patch" or one explicit version
+
+
+SOURCES: tuple[Source, ...] = (
+    Source(
+        name="helm-controller",
+        module="github.com/k3s-io/helm-controller",
+        defaults="roles/k3s/defaults/main.yml",
+        key="k3s_version",
+        derive="k3s:helm-controller",
+        # v0.16.x embeds its CRDs as controller-gen YAML (pkg/crds/crds.go go:embed yaml), no Go builder.
+        globs=("pkg/crds/yaml/generated/*.yaml",),
+        required=("helmcharts.helm.cattle.io", "helmchartconfigs.helm.cattle.io"),
+        fallback="nearest-patch",
+    ),
+    Source(
+        name="traefik",
+        module="github.com/traefik/traefik/v3",
+        defaults="roles/k3s/defaults/main.yml",
+        key="k3s_version",
+        derive="k3s:traefik",
+        # One file per CRD; kubernetes-crd-definition-v1.yml is the same set concatenated.
+        globs=("docs/content/reference/dynamic-configuration/traefik.io_*.yaml",),
+        required=(
+            "ingressroutes.traefik.io",
+            "middlewares.traefik.io",
+            "tlsoptions.traefik.io",
+            "serverstransports.traefik.io",
+        ),
+        # The proxy refuses v3.3.6 (K3s v1.33.5+k3s1's Traefik): 403 "This module version is not available".
+        fallback="nearest-patch",
+    ),
+    Source(
+        name="cert-manager",
+        module="github.com/cert-manager/cert-manager",
+        defaults="roles/cert_manager/defaults/main.yml",
+        key="cert_manager_chart_version",
+        derive="same",
+        globs=("deploy/crds/crd-*.yaml",),
+        required=("certificates.cert-manager.io", "clusterissuers.cert-manager.io", "issuers.cert-manager.io"),
+        render="cert-manager",
+    ),
+    Source(
+        name="keda",
+        module="github.com/kedacore/keda/v2",
+        defaults="roles/autoscaling/defaults/main.yml",
+        key="autoscaling_chart_version",
+        derive="same",  # the kedacore/keda chart X.Y.Z ships KEDA vX.Y.Z
+        globs=("config/crd/bases/*.yaml",),
+        required=("scaledobjects.keda.sh", "triggerauthentications.keda.sh"),
+    ),
+    Source(
+        name="prometheus-operator",
+        module="github.com/prometheus-operator/prometheus-operator",
+        defaults="roles/monitoring/defaults/main.yml",
+        key="monitoring_chart_version",
+        derive="kube-prometheus-stack",
+        # The v1/v1alpha1 set kube-prometheus-stack installs (the -full set adds AlertmanagerConfig v1beta1).
+        globs=("example/prometheus-operator-crd/*.yaml",),
+        required=(
+            "servicemonitors.monitoring.coreos.com",
+            "podmonitors.monitoring.coreos.com",
+            "prometheusrules.monitoring.coreos.com",
+        ),
+    ),
+    Source(
+        name="gpu-operator",
+        module="github.com/NVIDIA/gpu-operator",
+        defaults="roles/gpu_operator/defaults/main.yml",
+        key="gpu_operator_chart_version",
+        derive="same",
+        globs=("deployments/gpu-operator/crds/*.yaml",),
+        required=("clusterpolicies.nvidia.com", "nvidiadrivers.nvidia.com"),
+        # Tags v22.x+ sit on the module path without /vNN, so the proxy cannot serve them as such (v25.10.1 and
+        # v25.10.1+incompatible: 403 "This module version is not available"); the proxy's answer for @latest is
+        # this pseudo-version (main, 2025-09-17, after v25.3.4 and before v25.10.0).
+        fallback="v0.0.0-20250917190837-d73a0086a6ba",
+    ),
+)
+
+# Traefik and helm-controller versions K3s embeds, from the "Embedded Component Versions" of each release
+# (https://docs.k3s.io/release-notes/v1.33.X; k3s-io/docs docs/release-notes/v1.33.X.md).
+K3S_EMBEDDED: dict[str, dict[str, str]] = {
+    "v1.33.5+k3s1": {"traefik": "v3.3.6", "helm-controller": "v0.16.13"},
+}
+
+# prometheus-operator release of a kube-prometheus-stack chart version (the chart's appVersion).
+# 77.x: prometheus-community/helm-charts#6084 "[kube-prometheus-stack] bump to 0.85.0" (2025-08-23) opened the
+# 77 series; 76.2.1 shipped v0.84.1 and 77.11.1/77.12.0 report app version v0.85.0.
+KUBE_PROMETHEUS_STACK_OPERATOR: dict[str, str] = {
+    "77.1.1": "v0.85.0",
+}
+
+# What a failed `go mod download` says when the proxy does not serve a version (as opposed to a network error).
+REFUSALS = ("403", "404", "410", "not available", "not found", "unknown revision", "invalid version")
+
+
+class CrdError(Exception):
+    """A step failed; the message says which and what the proxy or kubectl answered."""
+
+
+def log(msg: str) -> None:
+    print(f"[crds] {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- pure functions (unit-tested)
+
+
+def read_pin(text: str, key: str) -> str:
+    """The value of a top-level `key: value` line of a role defaults file (quotes and comments dropped)."""
+    match = re.search(rf"^{re.escape(key)}:[ \t]*(.*?)[ \t]*$", text, re.MULTILINE)
+    if not match:
+        raise CrdError(f"no `{key}:` line")
+    value = match.group(1).split(" #", 1)[0].strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        value = value[1:-1]
+    if not value or "{{" in value:
+        raise CrdError(f"`{key}` is {value!r}, not a plain version")
+    return value
+
+
+def module_version(derive: str, pin: str) -> str:
+    """The module version a pinned role variable stands for."""
+    if derive == "same":
+        return pin if pin.startswith("v") else f"v{pin}"
+    if derive.startswith("k3s:"):
+        component = derive.split(":", 1)[1]
+        try:
+            return K3S_EMBEDDED[pin][component]
+        except KeyError:
+            raise CrdError(
+                f"K3s {pin}: its {component} version is not in K3S_EMBEDDED of lab/crds.py; add it from the "
+                "'Embedded Component Versions' of the K3s release notes"
+            ) from None
+    if derive == "kube-prometheus-stack":
+        try:
+            return KUBE_PROMETHEUS_STACK_OPERATOR[pin]
+        except KeyError:
+            raise CrdError(
+                f"kube-prometheus-stack {pin}: its prometheus-operator version is not in "
+                "KUBE_PROMETHEUS_STACK_OPERATOR of lab/crds.py; add the chart's appVersion"
+            ) from None
+    raise CrdError(f"unknown derive rule {derive!r}")
+
+
+def candidates(version: str, fallback: str, reach: int = 3) -> list[str]:
+    """Versions to ask the proxy for, in order: the pinned one, then the fallback's."""
+    if not fallback:
+        return [version]
+    if fallback != "nearest-patch":
+        return [version, fallback]
+    match = re.fullmatch(r"v(\d+)\.(\d+)\.(\d+)", version)
+    if not match:
+        return [version]
+    major, minor, patch = (int(x) for x in match.groups())
+    out = [version]
+    for step in range(1, reach + 1):
+        out += [f"v{major}.{minor}.{p}" for p in (patch - step, patch + step) if p >= 0]
+    return out
+
+
+def is_refusal(answer: str) -> bool:
+    return any(word in answer for word in REFUSALS)
+
+
+def proxy_error(text: str) -> str:
+    """The one line that matters of a go command's failure (the proxy's answer)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    status = next((m.group(1) for m in map(re.compile(r": (\d{3} [^:]+)$").search, lines) if m), "")
+    for line in lines:
+        if "server response:" in line:
+            answer = line.split("server response:", 1)[1].strip()
+            return f"{status}: {answer}" if status else answer
+    for line in lines:
+        if is_refusal(line):
+            return line
+    return lines[-1] if lines else "no output"
+
+
+def documents(text: str) -> list[str]:
+    """The YAML documents of a stream (split on `---` lines)."""
+    return [doc for doc in re.split(r"^---[ \t]*$", text, flags=re.MULTILINE) if doc.strip()]
+
+
+def _top_level(doc: str, key: str) -> list[str] | None:
+    """Lines of the block under a top-level `key:` of a YAML document (None when absent)."""
+    lines = doc.splitlines()
+    for i, line in enumerate(lines):
+        if line.rstrip() == f"{key}:":
+            block = []
+            for inner in lines[i + 1 :]:
+                if inner and not inner[0].isspace() and not inner.startswith("#"):
+                    break
+                block.append(inner)
+            return block
+    return None
+
+
+def crd_names(text: str) -> list[str]:
+    """metadata.name of every CustomResourceDefinition document in a YAML stream (block-style YAML)."""
+    names = []
+    for doc in documents(text):
+        if not re.search(r"^kind:[ \t]*['\"]?CustomResourceDefinition['\"]?[ \t]*$", doc, re.MULTILINE):
+            continue
+        meta = _top_level(doc, "metadata") or []
+        children = [line for line in meta if line.strip() and not line.lstrip().startswith("#")]
+        if not children:
+            raise CrdError("a CustomResourceDefinition without metadata")
+        indent = len(children[0]) - len(children[0].lstrip())
+        for line in children:
+            if len(line) - len(line.lstrip()) == indent and line.lstrip().startswith("name:"):
+                names.append(line.split(":", 1)[1].strip().strip("'\""))
+                break
+        else:
+            raise CrdError("a CustomResourceDefinition without metadata.name")
+    return names
+
+
+# cert-manager's deploy/crds/*.yaml are the chart's CRD templates, written so that every control action sits in a
+# YAML comment. Rendered as `helm template --set crds.enabled=true` (crds.keep stays true, its default) for a
+# release named cert-manager, except that the chart-only labels (managed-by, helm.sh/chart) are left out, as in
+# the static cert-manager.crds.yaml: the conditions hold, so control actions in comments go; the two label
+# expressions become their values; `include "labels"` becomes the version label. Anything else is refused.
+CERT_MANAGER_CONTROL = re.compile(r'\{\{-?\s*(if\s[^}]*|end|include "cert-manager\.crd-check" \.)\s*-?\}\}')
+CERT_MANAGER_LABELS = re.compile(r'^(\s*#[^{]*?)\s*\{\{-\s*include "labels" \. \| nindent (\d+)\s*\}\}\s*$')
+CERT_MANAGER_VALUES = {
+    '{{ template "cert-manager.name" . }}': "cert-manager",
+    "{{ .Release.Name }}": "cert-manager",
+}
+
+
+def render_cert_manager(text: str, version: str) -> str:
+    """cert-manager's templated CRD file as plain YAML (see the comment above); unknown templating is an error."""
+    out = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if "{{" in line:
+            labels = CERT_MANAGER_LABELS.match(line)
+            if labels:
+                out.append(labels.group(1).rstrip())
+                out.append(" " * int(labels.group(2)) + f'app.kubernetes.io/version: "{version}"')
+                continue
+            if line.lstrip().startswith("#"):
+                line = CERT_MANAGER_CONTROL.sub("", line).rstrip()
+            else:
+                for expr, value in CERT_MANAGER_VALUES.items():
+                    line = line.replace(expr, value)
+            if "{{" in line:
+                raise CrdError(f"unknown Helm template expression on line {number}: {line.strip()}")
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def render(source: Source, text: str, version: str) -> str:
+    if source.render == "cert-manager":
+        return render_cert_manager(text, version)
+    if source.render:
+        raise CrdError(f"unknown renderer {source.render!r}")
+    return text
+
+
+def pins_for(sources: tuple[Source, ...] = SOURCES, root: Path = ROOT) -> dict[str, tuple[str, str]]:
+    """{source name: (pinned role value, module version it stands for)}, read from the role defaults."""
+    texts: dict[str, str] = {}
+    out = {}
+    for source in sources:
+        if source.defaults not in texts:
+            texts[source.defaults] = (root / source.defaults).read_text()
+        try:
+            pin = read_pin(texts[source.defaults], source.key)
+            out[source.name] = (pin, module_version(source.derive, pin))
+        except CrdError as exc:
+            raise CrdError(f"{source.name}: {source.defaults}: {exc}") from None
+    return out
+
+
+def cache_key(sources: tuple[Source, ...], versions: dict[str, str]) -> str:
+    blob = json.dumps(
+        {"recipe": RECIPE, "sources": [dataclasses.asdict(s) for s in sources], "versions": versions},
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def label(source: Source, version: str, wanted: str, path: str) -> str:
+    shown = version if version == wanted else f"{version} (in place of {wanted}, not served)"
+    return f"{source.name} {shown}: {path}"
+
+
+# ---------------------------------------------------------------- process boundary
+
+
+def go_env() -> dict[str, str]:
+    env = dict(os.environ, GOFLAGS="-mod=mod", GOWORK="off")
+    env.setdefault("GOTOOLCHAIN", "local")
+    return env
+
+
+def download(module: str, version: str) -> tuple[dict | None, str]:
+    """(`go mod download -json` info, "") or (None, the proxy's answer)."""
+    if shutil.which("go") is None:
+        raise CrdError("the go command is not on PATH: install Go to fetch the CRDs from their modules")
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            proc = subprocess.run(
+                ["go", "mod", "download", "-json", f"{module}@{version}"],
+                cwd=tmp,
+                env=go_env(),
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
+        except subprocess.TimeoutExpired:
+            return None, "timed out after 900s"
+    try:
+        info = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        return None, proxy_error(proc.stderr)
+    if info.get("Error"):
+        return None, proxy_error(info["Error"])
+    if not info.get("Dir"):
+        return None, proxy_error(proc.stderr)
+    return info, ""
+
+
+def resolve(source: Source, wanted: str) -> tuple[str, Path]:
+    """(served version, extracted module directory), following the row's fallback when the proxy refuses."""
+    answers = []
+    for version in candidates(wanted, source.fallback):
+        info, answer = download(source.module, version)
+        if info:
+            if answers:
+                log(f"{source.module}@{wanted} is not served ({answers[0][1]}); using {version}")
+            return info["Version"], Path(info["Dir"])
+        answers.append((version, answer))
+        if not is_refusal(answer):
+            break
+    pin = f"{source.key} in {source.defaults}"
+    tried = "; ".join(f"@{v}: {a}" for v, a in answers[1:])
+    also = f" (also tried {tried})" if tried else ""
+    raise CrdError(f"{source.module}@{wanted} ({pin}) cannot be fetched: {answers[0][1]}{also}")
+
+
+def collect(source: Source, version: str, wanted: str, moddir: Path) -> list[tuple[str, str]]:
+    """(label, rendered CRD text) of the module's files matching the row's globs."""
+    files = sorted({p for pattern in source.globs for p in moddir.glob(pattern) if p.is_file()})
+    if not files:
+        raise CrdError(f"{source.module}@{version}: no file matches {', '.join(source.globs)}")
+    out, names = [], []
+    for path in files:
+        rel = path.relative_to(moddir).as_posix()
+        text = render(source, path.read_text(), version)
+        found = crd_names(text)
+        if not found:
+            raise CrdError(f"{source.module}@{version}: {rel} holds no CustomResourceDefinition")
+        names += found
+        out.append((label(source, version, wanted, rel), text))
+    missing = sorted(set(source.required) - set(names))
+    if missing:
+        raise CrdError(f"{source.module}@{version}: no CRD {', '.join(missing)} in {', '.join(source.globs)}")
+    return out
+
+
+def fetch(sources: tuple[Source, ...], versions: dict[str, str]) -> list[tuple[str, str]]:
+    """Resolve every module (in parallel), then read its CRD files."""
+    start = time.monotonic()
+    with ThreadPoolExecutor(max_workers=len(sources)) as pool:
+        futures = [pool.submit(resolve, s, versions[s.name]) for s in sources]
+    errors, out = [], []
+    for source, future in zip(sources, futures):
+        try:
+            version, moddir = future.result()
+        except CrdError as exc:
+            errors.append(str(exc))
+            continue
+        out += collect(source, version, versions[source.name], moddir)
+    if errors:
+        raise CrdError("\n".join(errors))
+    log(f"fetched {len(sources)} modules in {time.monotonic() - start:.0f}s")
+    return out
+
+
+def fill_cache(sources: tuple[Source, ...] = SOURCES, cache: Path = CACHE) -> Path:
+    """The cache directory of the current versions, fetched from the Go module proxy if it is not there yet."""
+    versions = {name: version for name, (_, version) in pins_for(sources).items()}
+    directory = cache / cache_key(sources, versions)
+    if (directory / "index.json").exists():
+        return directory
+    texts = fetch(sources, versions)
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=cache))
+    entries = []
+    for number, (name, text) in enumerate(texts):
+        filename = f"{number:03d}-" + re.sub(r"[^A-Za-z0-9.]+", "-", name.split(": ", 1)[1])
+        (tmp / filename).write_text(text)
+        entries.append({"label": name, "file": filename})
+    (tmp / "index.json").write_text(json.dumps({"versions": versions, "files": entries}, indent=1) + "\n")
+    try:
+        tmp.rename(directory)
+    except OSError:  # another run filled it meanwhile
+        shutil.rmtree(tmp, ignore_errors=True)
+    return directory
+
+
+def cached(sources: tuple[Source, ...] = SOURCES, cache: Path = CACHE) -> list[tuple[str, Path]]:
+    """[(source label, cached CRD file)]."""
+    directory = fill_cache(sources, cache)
+    entries = json.loads((directory / "index.json").read_text())["files"]
+    return [(entry["label"], directory / entry["file"]) for entry in entries]
+
+
+def crd_texts(sources: tuple[Source, ...] = SOURCES, cache: Path = CACHE) -> list[tuple[str, str]]:
+    """[(source label, YAML of one or more CRDs)], from the cache or, the first time, the Go module proxy."""
+    return [(name, path.read_text()) for name, path in cached(sources, cache)]
+
+
+def kubectl_run(kubectl: list[str], *args: str, timeout: float = 180) -> str:
+    try:
+        proc = subprocess.run([*kubectl, *args], capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CrdError(f"{' '.join(kubectl[:1] + list(args[:2]))}: {exc}") from None
+    if proc.returncode != 0:
+        tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+        raise CrdError(f"kubectl {' '.join(args[:3])} failed: {tail}")
+    return proc.stdout
+
+
+def install(kubectl: list[str]) -> list[str]:
+    """Apply every CRD (server-side, taking over conflicting fields), wait until each is established.
+
+    One `kubectl apply --server-side --force-conflicts -f FILE -f FILE ...` and one `kubectl wait` for all:
+    a third of the time of one kubectl per file.
+    """
+    files = [path for _, path in cached()]
+    names = [name for path in files for name in crd_names(path.read_text())]
+    flags = [arg for path in files for arg in ("-f", str(path))]
+    kubectl_run(kubectl, "apply", "--server-side", "--force-conflicts", *flags)
+    kubectl_run(kubectl, "wait", "--for", "condition=established", "--timeout=60s", *[f"crd/{n}" for n in names])
+    return names
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("cmd", choices=("list", "install"))
+    parser.add_argument("--kubeconfig", help="kubeconfig of the cluster to install into (install)")
+    parser.add_argument("--kubectl", default="kubectl", help="kubectl binary (install; default: kubectl on PATH)")
+    args = parser.parse_args(argv)
+    try:
+        if args.cmd == "list":
+            for name, text in crd_texts():
+                print(name)
+                for crd in crd_names(text):
+                    print(f"    {crd}")
+        else:
+            if not args.kubeconfig:
+                parser.error("install needs --kubeconfig")
+            for crd in install([args.kubectl, "--kubeconfig", args.kubeconfig]):
+                print(crd)
+    except CrdError as exc:
+        for line in str(exc).splitlines():
+            print(f"[crds] ERROR: {line}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

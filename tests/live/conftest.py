@@ -1,0 +1,116 @@
+"""Live tests: a real Kubernetes control plane on loopback, started once per test run.
+
+The API server, etcd, scheduler and controllers are the real ones, built from the Go modules of the
+Kubernetes release of `k3s_version` (lab/kubebuild.py); every node is a kwok node, so no container runs,
+no image is pulled and no GPU exists. See lab/cluster.py for what is real and what is simulated.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "lab"))
+
+import cluster  # noqa: E402
+import kubebuild  # noqa: E402
+
+# The unit tests' helpers (running playbooks and modules with the working tree's collection).
+_spec = importlib.util.spec_from_file_location("unit_helpers", ROOT / "tests" / "unit" / "conftest.py")
+helpers = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(helpers)
+STATE = ROOT / ".cache" / "cluster-tests"
+
+
+class Live:
+    """The running control plane: its admin kubeconfig and a kubectl bound to it."""
+
+    def __init__(self, kubeconfig: Path):
+        self.kubeconfig = kubeconfig
+        self.bin = Path(json.loads((kubeconfig.parent / "cluster.json").read_text())["bin"])
+
+    def kubectl(self, *args, stdin=None, check=True):
+        return cluster.kubectl(self.kubeconfig, *args, stdin=stdin, check=check)
+
+    def get(self, *args):
+        return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
+
+    def items(self, *args):
+        return self.get(*args)["items"]
+
+    def use_site(self, inventory):
+        """Make the live nodes those of `inventory` (kwok nodes named like its hosts); returns their names."""
+        return cluster.register_nodes(self.kubeconfig, cluster.inventory_nodes(cluster.read_inventory(Path(inventory))))
+
+    def apply(self, objects):
+        doc = {"apiVersion": "v1", "kind": "List", "items": list(objects)}
+        return self.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=json.dumps(doc))
+
+    def wait_until(self, what, check, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = check()
+            if value:
+                return value
+            time.sleep(0.5)
+        raise AssertionError(f"{what}: not within {timeout}s")
+
+
+@pytest.fixture(scope="session")
+def live():
+    kubeconfig = cluster.up(STATE)
+    yield Live(kubeconfig)
+    if not os.environ.get("LIVE_KEEP"):
+        cluster.down(STATE, quiet=True)
+
+
+def run_playbook(name, inventory, live, extra=(), callback="ansible.posix.json"):
+    """A playbook of the collection against the live API (k3s_kubeconfig_dest and manifests_kubeconfig)."""
+    args = ["-e", f"k3s_kubeconfig_dest={live.kubeconfig}", *extra]
+    return helpers.run_playbook(name, inventory, callback=callback, extra=args)
+
+
+def task_results(result, name):
+    """Every host result of the tasks called `name` in a JSON-callback result."""
+    out = []
+    for play in result["plays"]:
+        for task in play["tasks"]:
+            if task["task"]["name"] == name:
+                out += list(task["hosts"].values())
+    return out
+
+
+def stage_entries(result):
+    """The stage report a JSON-callback run built: stage name -> {status, detail}."""
+    entries = []
+    for play in result["plays"]:
+        for task in play["tasks"]:
+            for host in task["hosts"].values():
+                facts = host.get("ansible_facts", {})
+                if "__stage_report_entries" in facts:
+                    entries = facts["__stage_report_entries"]
+    return {e["stage"]: e for e in entries}
+
+
+def load_yaml_dir(directory):
+    docs = []
+    for path in sorted(Path(directory).glob("*.yaml")):
+        docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return docs
+
+
+def kubectl_raw(live, *args):
+    return subprocess.run(
+        [str(live.bin / "kubectl"), "--kubeconfig", str(live.kubeconfig), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
