@@ -343,7 +343,11 @@ def subchart_known(chart_dir: Path) -> dict:
         directory = chart_dir / "charts" / dep["name"]
         files: dict[str, bytes] = {}
         if directory.is_dir():
-            files = {n: (directory / n).read_bytes() for n in ("values.yaml", "values.schema.json") if (directory / n).exists()}
+            files = {
+                n: (directory / n).read_bytes()
+                for n in ("values.yaml", "values.schema.json")
+                if (directory / n).exists()
+            }
         else:
             for archive in sorted((chart_dir / "charts").glob(f"{dep['name']}-*.tgz")):
                 with tarfile.open(archive) as tar:
@@ -432,14 +436,14 @@ class ChartResult:
 
 def check_chart_dir(
     chart_dir: Path, values_text: str, release: str, namespace: str, kube: str, helm: Path, work: Path
-) -> tuple[list[str], list[str]]:
-    """(unknown paths, helm failures) of our values against one chart directory."""
+) -> tuple[list[str], list[str], list[str]]:
+    """(unknown paths, helm failures, helm lint warnings) of our values against one chart directory."""
     ours = yaml.safe_load(values_text) or {}
     tree, opened = chart_known(chart_dir)
     unknown = unknown_value_paths(ours, tree, opened)
     values_file = work / f"{release}-values.yaml"
     values_file.write_text(values_text)  # exactly the valuesContent the HelmChart carries
-    failures = []
+    failures, warnings = [], []
     common = ["--namespace", namespace, "-f", str(values_file), "--kube-version", kube]
     steps = (
         ("helm template", ["template", release, str(chart_dir), *common]),
@@ -449,7 +453,12 @@ def check_chart_dir(
         proc = run_helm(helm, args, work / "helm-home")
         if proc.returncode != 0:
             failures.append(f"{name} failed (exit {proc.returncode}):\n{tail(proc.stderr or proc.stdout)}")
-    return unknown, failures
+        warnings += [
+            f"{name}: {line.strip()} (a warning, not a failure)"
+            for line in proc.stdout.splitlines()
+            if line.strip().startswith("[WARNING]")
+        ]
+    return unknown, failures, warnings
 
 
 def check_source(source: ChartSource, rendered: dict, kube: str, helm: Path, work: Path) -> list[ChartResult]:
@@ -484,7 +493,7 @@ def check_source(source: ChartSource, rendered: dict, kube: str, helm: Path, wor
     else:
         copy_chart(module_dir, source.subdir, chart_dir)
     chart_version = (yaml.safe_load((chart_dir / "Chart.yaml").read_text()) or {}).get("version", "?")
-    unknown, failures = check_chart_dir(
+    unknown, failures, warnings = check_chart_dir(
         chart_dir, rendered["valuesContent"], rendered["name"], rendered["namespace"], kube, helm, work
     )
     checked = ChartResult(
@@ -493,7 +502,7 @@ def check_source(source: ChartSource, rendered: dict, kube: str, helm: Path, wor
         f"{info['Path']}@{info['Version']} {source.subdir}",
         "FAIL" if unknown or failures else "OK",
         unknown,
-        failures,
+        failures + warnings,
         note if label == source.chart else "",
     )
     results.append(checked)

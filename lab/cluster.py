@@ -37,6 +37,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import crds
 import kubebuild
 import labctl
 
@@ -492,6 +493,8 @@ def up(state: Path = STATE) -> Path:
             "10.42.0.1/16",
             "--node-ip",
             "127.0.0.1",
+            "--node-lease-duration-seconds",
+            "40",
             "--server-address",
             f"127.0.0.1:{free_port()}",
         ],
@@ -504,6 +507,8 @@ def up(state: Path = STATE) -> Path:
         state=state,
         log_name="kube-controller-manager",
     )
+    names = crds.install([str(bins / "kubectl"), "--kubeconfig", str(admin)])
+    log(f"{len(names)} CRDs from upstream Go modules established")
     log(
         f"control plane up in {time.monotonic() - started:.1f}s at {server} (Kubernetes {bins.parent.name.split('-')[0]})"
     )
@@ -533,15 +538,19 @@ def inventory_sources(inventory: Path) -> list[str]:
     if inventory.resolve() == (ROOT / "inventories" / "lab").resolve() and not labctl.INVENTORY_FILE.exists():
         extra = STATE.parent / "cluster-lab-hosts.yml"
         names = labctl.node_names(int(os.environ.get("LAB_SERVERS", 1)), int(os.environ.get("LAB_GPU_AGENTS", 2)))
+        hosts = {kind: {n: {} for n, k in names.items() if k == kind} for kind in ("server", "gpu")}
+        extra.touch(mode=0o600)
+        extra.chmod(0o600)  # the lab's secrets, as labctl writes them into hosts.yml
         extra.write_text(
             json.dumps(
                 {
                     "all": {
+                        "vars": labctl.ensure_secrets(),
                         "children": {
-                            "k3s_servers": {"hosts": {n: {} for n, k in names.items() if k == "server"}},
-                            "k3s_agents": {"hosts": {n: {} for n, k in names.items() if k == "gpu"}},
-                            "gpu_nodes": {"hosts": {n: {} for n, k in names.items() if k == "gpu"}},
-                        }
+                            "k3s_servers": {"hosts": hosts["server"]},
+                            "k3s_agents": {"hosts": hosts["gpu"]},
+                            "gpu_nodes": {"hosts": hosts["gpu"]},
+                        },
                     }
                 }
             )

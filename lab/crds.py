@@ -135,7 +135,7 @@ SOURCES: tuple[Source, ...] = (
         required=("clusterpolicies.nvidia.com", "nvidiadrivers.nvidia.com"),
         # Tags v22.x+ sit on the module path without /vNN, so the proxy cannot serve them as such (v25.10.1 and
         # v25.10.1+incompatible: 403 "This module version is not available"); the proxy's answer for @latest is
-        # this pseudo-version (main, 2025-09-17, after v25.3.4 and before v25.10.0).
+        # this pseudo-version: main of 2025-09-17, before v25.10.0 was released (v25.10.1's commit is not known).
         fallback="v0.0.0-20250917190837-d73a0086a6ba",
     ),
 )
@@ -320,8 +320,9 @@ def render(source: Source, text: str, version: str) -> str:
     return text
 
 
-def pins_for(sources: tuple[Source, ...] = SOURCES, root: Path = ROOT) -> dict[str, tuple[str, str]]:
+def pins_for(sources: tuple[Source, ...] | None = None, root: Path | None = None) -> dict[str, tuple[str, str]]:
     """{source name: (pinned role value, module version it stands for)}, read from the role defaults."""
+    sources, root = sources or SOURCES, root or ROOT
     texts: dict[str, str] = {}
     out = {}
     for source in sources:
@@ -441,8 +442,9 @@ def fetch(sources: tuple[Source, ...], versions: dict[str, str]) -> list[tuple[s
     return out
 
 
-def fill_cache(sources: tuple[Source, ...] = SOURCES, cache: Path = CACHE) -> Path:
+def fill_cache(sources: tuple[Source, ...] | None = None, cache: Path | None = None) -> Path:
     """The cache directory of the current versions, fetched from the Go module proxy if it is not there yet."""
+    sources, cache = sources or SOURCES, cache or CACHE
     versions = {name: version for name, (_, version) in pins_for(sources).items()}
     directory = cache / cache_key(sources, versions)
     if (directory / "index.json").exists():
@@ -463,14 +465,14 @@ def fill_cache(sources: tuple[Source, ...] = SOURCES, cache: Path = CACHE) -> Pa
     return directory
 
 
-def cached(sources: tuple[Source, ...] = SOURCES, cache: Path = CACHE) -> list[tuple[str, Path]]:
+def cached(sources: tuple[Source, ...] | None = None, cache: Path | None = None) -> list[tuple[str, Path]]:
     """[(source label, cached CRD file)]."""
     directory = fill_cache(sources, cache)
     entries = json.loads((directory / "index.json").read_text())["files"]
     return [(entry["label"], directory / entry["file"]) for entry in entries]
 
 
-def crd_texts(sources: tuple[Source, ...] = SOURCES, cache: Path = CACHE) -> list[tuple[str, str]]:
+def crd_texts(sources: tuple[Source, ...] | None = None, cache: Path | None = None) -> list[tuple[str, str]]:
     """[(source label, YAML of one or more CRDs)], from the cache or, the first time, the Go module proxy."""
     return [(name, path.read_text()) for name, path in cached(sources, cache)]
 

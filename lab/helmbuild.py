@@ -17,6 +17,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -67,9 +68,11 @@ def recipe_key(version: str, go_version: str) -> str:
 def proxy_error(text: str) -> str:
     """The one line that matters of a go command's failure (the proxy's answer), not a stack of lines."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    for line in lines:
+    for index, line in enumerate(lines):
         if "server response:" in line:
-            return line.split("server response:", 1)[1].strip()
+            answer = line.split("server response:", 1)[1].strip()
+            status = re.search(r"\b([1-5]\d\d [A-Z][A-Za-z ]*)$", lines[index - 1]) if index else None
+            return f"{status.group(1)}: {answer}" if status else answer
     for line in lines:
         if any(word in line for word in ("403", "404", "410", "unknown revision", "invalid version", "not found")):
             return line

@@ -20,7 +20,6 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "lab"))
 
 import cluster  # noqa: E402
-import kubebuild  # noqa: E402
 
 # The unit tests' helpers (running playbooks and modules with the working tree's collection).
 _spec = importlib.util.spec_from_file_location("unit_helpers", ROOT / "tests" / "unit" / "conftest.py")
