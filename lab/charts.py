@@ -25,7 +25,7 @@ For each, the exact spec.valuesContent of the HelmChart the collection renders (
   b. rendered with `helm template` (release = HelmChart name, namespace = targetNamespace, --kube-version =
      the Kubernetes version of the pinned K3s) and linted with `helm lint`; helm from lab/helmbuild.py.
 KEDA and kube-prometheus-stack are not in a Go module: the check says so and leaves them to the unit tests.
-Exit status: 0 when every chart from a Go module passed, 1 otherwise.
+Exit status: 0 when every chart from a Go module passed, 1 when one did not, 2 when the check could not run.
 """
 
 from __future__ import annotations
@@ -309,7 +309,7 @@ def assemble_cert_manager(module_dir: Path, version: str, out: Path) -> None:
     (out / "templates").mkdir(parents=True)
     for path in sorted((src / "templates").iterdir()):
         shutil.copyfile(path, out / "templates" / path.name)
-    for name in ("values.yaml", "values.schema.json", ".helmignore"):
+    for name in ("values.yaml", "values.schema.json"):
         if (src / name).exists():
             shutil.copyfile(src / name, out / name)
     (out / "README.md").write_text((src / "README.template.md").read_text().replace("{{RELEASE_VERSION}}", version))

@@ -34,6 +34,9 @@ def gpu_bounds(vllm_models, nim_models, capacity):
     return bounds
 
 
+SCALABLE_KINDS = ("Deployment", "StatefulSet")
+
+
 def scaled_object(name, namespace, component, minimum, maximum, server, query, threshold, cooldown):
     return {
         "apiVersion": "keda.sh/v1alpha1",
@@ -56,7 +59,7 @@ def scaled_object(name, namespace, component, minimum, maximum, server, query, t
 
 
 def autoscaling_manifests(objects, p):
-    """(objects with the autoscaled Deployments' replica counts removed, autoscaling objects).
+    """(objects with the autoscaled workloads' replica counts removed, autoscaling objects).
 
     p: engine (keda or hpa), namespace (KEDA's), chart_version, chart_repo, serving_namespace, prometheus_url,
     gateway (Deployment name), gateway_min, gateway_max, gateway_threshold, vllm_models, nim_models, capacity,
@@ -116,10 +119,17 @@ def autoscaling_manifests(objects, p):
             )
         )
         targets.add(p["gateway"])
+    kinds = {}
     for obj in objects:
-        if obj["kind"] == "Deployment" and obj["metadata"]["name"] in targets:
+        if obj["kind"] in SCALABLE_KINDS and obj["metadata"]["name"] in targets:
             # The autoscaler owns the count: a replicas field would reset it whenever K3s re-applies the file.
             obj["spec"].pop("replicas", None)
+            kinds[obj["metadata"]["name"]] = obj["kind"]
+    for obj in out:
+        ref = obj.get("spec", {}).get("scaleTargetRef")
+        if ref is not None and ref["name"] in kinds:
+            # Model servers are StatefulSets (one store claim per replica), the gateway a Deployment.
+            ref.update({"apiVersion": "apps/v1", "kind": kinds[ref["name"]]})
     return objects, out
 
 

@@ -15,13 +15,17 @@ def _ns(name):
 
 
 def _policy(name, namespace, selector, ingress=None, egress=None):
+    # An empty rule list is written as no list at all (the API server drops empty lists, so writing one would
+    # make every apply a change); the policy type alone denies everything of that direction.
     spec = {"podSelector": selector, "policyTypes": []}
     if ingress is not None:
         spec["policyTypes"].append("Ingress")
-        spec["ingress"] = ingress
+        if ingress:
+            spec["ingress"] = ingress
     if egress is not None:
         spec["policyTypes"].append("Egress")
-        spec["egress"] = egress
+        if egress:
+            spec["egress"] = egress
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",

@@ -146,12 +146,37 @@ def _probe(path, port, period, failures, initial=0):
     return probe
 
 
+MODEL_WORKLOAD_KIND = "StatefulSet"
+
+
+def store_claim_template(store):
+    """The claim each model server replica gets for the GPU node's local model store.
+
+    store: {"storage_class", "size"}. Every GPU node offers one local PersistentVolume of its store per GPU unit
+    (model_registry_manifests), so each replica's claim binds, at first scheduling, to a volume on the node the
+    scheduler picks for it (WaitForFirstConsumer), and the replica stays on that node where the weights are.
+    """
+    return {
+        "metadata": {"name": "models"},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": store["storage_class"],
+            "resources": {"requests": {"storage": store["size"]}},
+        },
+    }
+
+
 def gpu_workload(spec, site):
-    """Deployment + Service for a GPU model server.
+    """StatefulSet + Service for a GPU model server.
+
+    A StatefulSet, not a Deployment: each replica mounts the model store of the node it runs on through its
+    own claim (a volume claim template), because every GPU node has its own local volume; one shared
+    ReadWriteOnce claim would pin every replica to a single node.
 
     spec: name, component, served_name, image, args, env (dict), port, gpus, replicas, resources
     (requests/limits without GPUs), startup_timeout (seconds a model may take to load), volumes/volume_mounts,
-    metrics_path, termination_grace_period; optional health ({startup, ready, live} paths, default /health),
+    metrics_path, termination_grace_period, store ({storage_class, size}: the claim template of the
+    volume named "models"); optional health ({startup, ready, live} paths, default /health),
     env_secrets ({ENV: [secret, key]}), image_pull_secrets (names), spread_keys (topology keys the replicas
     are spread over), autoscaled (an autoscaler owns the replica count).
     site: namespace, gpu_node_selector (dict), gpu_toleration_key, runtime_class (or empty).
@@ -218,14 +243,20 @@ def gpu_workload(spec, site):
     replicas = int(spec.get("replicas", 1))
     deployment = {
         "apiVersion": "apps/v1",
-        "kind": "Deployment",
+        "kind": MODEL_WORKLOAD_KIND,
         "metadata": {"name": name, "namespace": site["namespace"], "labels": labels},
         "spec": {
             "replicas": replicas,
             "revisionHistoryLimit": 3,
+            "serviceName": name,
+            # Replicas start (and load their models) side by side; rollouts replace one pod at a time, the old
+            # one first, so a rollout never needs a spare GPU.
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "RollingUpdate"},
+            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
             "selector": {"matchLabels": selector},
-            "strategy": gpu_rollout(replicas),
             "template": {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod_spec},
+            "volumeClaimTemplates": [store_claim_template(spec["store"])],
         },
     }
     if spec.get("autoscaled"):
@@ -248,18 +279,6 @@ def gpu_workload(spec, site):
         },
     }
     return [deployment, service]
-
-
-def gpu_rollout(replicas):
-    """A rollout that never waits for a spare GPU.
-
-    A surge pod needs GPUs nobody has when every GPU is in use, so the rollout would hang. One replica:
-    Recreate (the old pod frees its GPUs, then the new one takes them). Several: replace one at a time with no
-    surge, so the others keep serving.
-    """
-    if replicas > 1:
-        return {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
-    return {"type": "Recreate"}
 
 
 def spread(keys, selector):
@@ -285,7 +304,7 @@ def disruption_budget(name, namespace, labels, max_unavailable=1):
     }
 
 
-def autoscaler(name, namespace, labels, minimum, maximum, metric):
+def autoscaler(name, namespace, labels, minimum, maximum, metric, kind="Deployment"):
     """HorizontalPodAutoscaler (autoscaling/v2) on CPU utilisation or on a per-pod metric.
 
     metric: {"cpu": percent} or {"pods": metric name, "average": target value}.
@@ -308,7 +327,7 @@ def autoscaler(name, namespace, labels, minimum, maximum, metric):
         "kind": "HorizontalPodAutoscaler",
         "metadata": {"name": name, "namespace": namespace, "labels": labels},
         "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": kind, "name": name},
             "minReplicas": int(minimum),
             "maxReplicas": int(maximum),
             "metrics": [spec_metric],
@@ -354,7 +373,8 @@ def logging_configmap(name, namespace, loggers, level):
 
 def vllm_manifests(models, site, defaults):
     """Deployment + Service per vLLM model (+ PodDisruptionBudget with several replicas), and the shared
-    JSON-logging ConfigMap. defaults: image, store_mount, claim_name, shm_size, resources, log_level."""
+    JSON-logging ConfigMap. defaults: image, store_mount, store ({storage_class, size}), shm_size, resources,
+    log_level."""
     if not models:
         return []
     log_map = "vllm-logging"
@@ -392,10 +412,10 @@ def vllm_manifests(models, site, defaults):
                 {"name": "logging", "mountPath": LOG_DIR, "readOnly": True},
             ],
             "volumes": [
-                {"name": "models", "persistentVolumeClaim": {"claimName": defaults["claim_name"], "readOnly": True}},
                 {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": defaults["shm_size"]}},
                 {"name": "logging", "configMap": {"name": log_map}},
             ],
+            "store": defaults["store"],
         }
         out.extend(gpu_workload(spec, site))
         if int(model.get("replicas", 1)) > 1:
@@ -409,7 +429,7 @@ def nim_manifests(models, site, defaults):
     replicas spread over nodes and zones, a HorizontalPodAutoscaler, a PodDisruptionBudget, the NGC key as a
     Secret (environment) and as the image pull secret, NIM's own health endpoints.
 
-    defaults: store_mount, claim_name, shm_size, resources, ngc_secret, pull_secret, max_replicas, metric,
+    defaults: store_mount, store ({storage_class, size}), shm_size, resources, ngc_secret, pull_secret, max_replicas, metric,
     store_read_only.
     """
     out = []
@@ -448,21 +468,19 @@ def nim_manifests(models, site, defaults):
                 {"name": "dshm", "mountPath": "/dev/shm"},
             ],
             "volumes": [
-                {
-                    "name": "models",
-                    "persistentVolumeClaim": {
-                        "claimName": defaults["claim_name"],
-                        "readOnly": defaults["store_read_only"],
-                    },
-                },
                 {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": defaults["shm_size"]}},
             ],
+            "store": defaults["store"],
         }
         out.extend(gpu_workload(spec, site))
         labels = labels_for(name, "nim")
         out.append(disruption_budget(name, site["namespace"], labels))
         maximum = int(model.get("max_replicas", defaults["max_replicas"]))
-        out.append(autoscaler(name, site["namespace"], labels, replicas, max(maximum, replicas), defaults["metric"]))
+        out.append(
+            autoscaler(
+                name, site["namespace"], labels, replicas, max(maximum, replicas), defaults["metric"], MODEL_WORKLOAD_KIND
+            )
+        )
     return out
 
 
@@ -500,10 +518,15 @@ def ngc_secrets(api_key, namespace, api_secret, pull_secret):
 
 
 def model_registry_manifests(nodes, params):
-    """The serving namespace, the StorageClass, one local PersistentVolume per GPU node pinned to it, and the claim.
+    """The serving namespace, the StorageClass and, on every GPU node, one local PersistentVolume of its model
+    store per GPU unit (physical GPUs times time-slicing replicas): a node never runs more model server pods
+    than it has GPU units, and each pod's claim (store_claim_template) binds one of them on its node.
 
-    params: storage_class, path, size, namespace, claim_name, pv_prefix.
+    nodes: {node: {"gpus", "replicas"}} (gpu_capacity) or a list of node names (one GPU each).
+    params: storage_class, path, size, namespace, pv_prefix.
     """
+    if not isinstance(nodes, dict):
+        nodes = {node: {"gpus": 1, "replicas": 1} for node in nodes}
     out = [
         # Model servers run as root in their images and mount a memory-backed /dev/shm: baseline fits.
         namespace(params["namespace"], "baseline", "restricted"),
@@ -517,50 +540,36 @@ def model_registry_manifests(nodes, params):
         },
     ]
     for node in sorted(nodes):  # stable file content whatever order the groups came in
-        out.append(
-            {
-                "apiVersion": "v1",
-                "kind": "PersistentVolume",
-                "metadata": {
-                    "name": dns_name("%s-%s" % (params["pv_prefix"], node)),
-                    "labels": dict(labels_for("model-registry", "storage"), **{"aiinfra.io/node": dns_name(node)}),
-                },
-                "spec": {
-                    "capacity": {"storage": params["size"]},
-                    "accessModes": ["ReadWriteOnce"],
-                    "persistentVolumeReclaimPolicy": "Retain",
-                    "storageClassName": params["storage_class"],
-                    "local": {"path": params["path"]},
-                    "nodeAffinity": {
-                        "required": {
-                            "nodeSelectorTerms": [
-                                {
-                                    "matchExpressions": [
-                                        {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
-                                    ]
-                                }
-                            ]
-                        }
+        units = max(int(nodes[node].get("gpus", 1)) * int(nodes[node].get("replicas", 1)), 1)
+        for slot in range(1, units + 1):
+            out.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolume",
+                    "metadata": {
+                        "name": dns_name("%s-%s-%d" % (params["pv_prefix"], node, slot)),
+                        "labels": dict(labels_for("model-registry", "storage"), **{"aiinfra.io/node": dns_name(node)}),
                     },
-                },
-            }
-        )
-    out.append(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {
-                "name": params["claim_name"],
-                "namespace": params["namespace"],
-                "labels": labels_for("model-registry", "storage"),
-            },
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": params["storage_class"],
-                "resources": {"requests": {"storage": params["size"]}},
-            },
-        }
-    )
+                    "spec": {
+                        "capacity": {"storage": params["size"]},
+                        "accessModes": ["ReadWriteOnce"],
+                        "persistentVolumeReclaimPolicy": "Retain",
+                        "storageClassName": params["storage_class"],
+                        "local": {"path": params["path"]},
+                        "nodeAffinity": {
+                            "required": {
+                                "nodeSelectorTerms": [
+                                    {
+                                        "matchExpressions": [
+                                            {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+                                        ]
+                                    }
+                                ]
+                            }
+                        },
+                    },
+                }
+            )
     return out
 
 

@@ -79,3 +79,27 @@ def write_inventory(directory, inventory, group_vars=None):
     (directory / "hosts.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))  # keep inventory order
     (directory / "group_vars" / "all.yml").write_text(yaml.safe_dump(group_vars or {}))
     return directory
+
+
+def write_site(directory, servers, gpu_nodes, group_vars=None, link_lab=False, classes=None):
+    """A site inventory: servers, GPU agents {name: GPU count} with their time-slicing classes, group_vars
+    (or the lab's group_vars linked in)."""
+    hosts = {n: {"aiinfra_gpu_count": c} for n, c in gpu_nodes.items()}
+    for node, gpu_class in (classes or {}).items():
+        hosts[node]["aiinfra_gpu_class"] = gpu_class
+    inventory = {
+        "all": {
+            "children": {
+                "k3s_servers": {"hosts": {s: {} for s in servers}},
+                "k3s_agents": {"hosts": {n: {} for n in gpu_nodes}},
+                "gpu_nodes": {"hosts": hosts},
+            }
+        }
+    }
+    (directory / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    if link_lab:
+        (directory / "group_vars").symlink_to(ROOT / "inventories" / "lab" / "group_vars")
+    else:
+        (directory / "group_vars").mkdir()
+        (directory / "group_vars" / "all.yml").write_text(yaml.safe_dump(group_vars or {}))
+    return directory

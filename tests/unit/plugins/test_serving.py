@@ -12,7 +12,7 @@ import sys
 import jsonschema
 import pytest
 import yaml
-from conftest import DATA, ROOT, run_playbook
+from conftest import DATA, ROOT, run_playbook, write_site
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils import autoscaling, edge, json_logging
 from ansible_collections.aiinfra.k3s.plugins.module_utils import gateway as gw
@@ -62,28 +62,6 @@ NODES = {
 }
 FULL_CLASSES = {"gpu-a": "shared"}  # gpu-b takes the default class, exclusive
 ALLOCATABLE = {"example": NODES["example"], "lab": NODES["lab"], "full": {"gpu-a": 4, "gpu-b": 2}}
-
-
-def write_site(directory, servers, gpu_nodes, group_vars=None, link_lab=False, classes=None):
-    hosts = {n: {"aiinfra_gpu_count": c} for n, c in gpu_nodes.items()}
-    for node, gpu_class in (classes or {}).items():
-        hosts[node]["aiinfra_gpu_class"] = gpu_class
-    inventory = {
-        "all": {
-            "children": {
-                "k3s_servers": {"hosts": {s: {} for s in servers}},
-                "k3s_agents": {"hosts": {n: {} for n in gpu_nodes}},
-                "gpu_nodes": {"hosts": hosts},
-            }
-        }
-    }
-    (directory / "hosts.yml").write_text(yaml.safe_dump(inventory))
-    if link_lab:
-        (directory / "group_vars").symlink_to(ROOT / "inventories" / "lab" / "group_vars")
-    else:
-        (directory / "group_vars").mkdir()
-        (directory / "group_vars" / "all.yml").write_text(yaml.safe_dump(group_vars or {}))
-    return directory
 
 
 def render(inventory, out, extra=()):

@@ -1,0 +1,118 @@
+"""The serving manifests of each site applied to the live API (server-side apply, not a dry run), and what
+the real scheduler and controllers made of them. Simulated: kwok plays the kubelets, so "Running" means
+scheduled and admitted, not a container that ran; no image is pulled and no GPU exists."""
+
+import json
+from pathlib import Path
+
+import cluster
+import pytest
+import yaml
+from conftest import ROOT, helpers, run_playbook, stage_entries
+
+SITES = yaml.safe_load((Path(__file__).parent / "sites.yml").read_text())
+GPU_TAINT_KEY = "nvidia.com/gpu"
+SECRETS = {
+    "litellm_master_key": "sk-3e8b1d6f9a2c4e7b0d5f8a1c3e6b9d2f4a7c",
+    "nim_ngc_api_key": "nvapi-7Hq2Lm9Xw4Rt8Yp3Kd6Fz1Vb5Nc0Gs",
+    "monitoring_grafana_admin_password": "Gq8wE3rT6yU1iO4pA7sD",
+}
+
+
+def site_inventory(site, tmp_path_factory):
+    if "inventory" in site:
+        return cluster.inventory_sources(ROOT / site["inventory"])
+    directory = tmp_path_factory.mktemp(site["id"])
+    helpers.write_site(directory, site["servers"], site["gpu_nodes"], site["group_vars"], classes=site.get("classes"))
+    return ["-i", str(directory)]
+
+
+@pytest.fixture(scope="module", params=SITES, ids=[s["id"] for s in SITES])
+def applied(request, live, tmp_path_factory):
+    site = request.param
+    sources = site_inventory(site, tmp_path_factory)
+    nodes = live.use_site(Path(sources[1])) if len(sources) == 2 else live.use_site(ROOT / site["inventory"])
+    extra = [*sources[2:], "-e", json.dumps({**SECRETS, "aiinfra_namespace": site["namespace"]})]
+    proc, result = run_playbook("node_labels.yml", sources[1], live, extra=extra)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    extra += ["-e", f"manifests_kubeconfig={live.kubeconfig}", "-e", "manifests_rollout_timeout=120"]
+    proc, result = run_playbook("apply.yml", sources[1], live, extra=extra)
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    inventory = cluster.read_inventory(Path(sources[1])) if len(sources) == 2 else None
+    gpu_nodes = {n["name"] for n in cluster.inventory_nodes(inventory or cluster.read_inventory(ROOT / site["inventory"])) if n["gpu"]}
+    return site, nodes, gpu_nodes, result
+
+
+def pods(live, namespace, component):
+    return live.items("pods", "-n", namespace, "-l", f"app.kubernetes.io/component={component}")
+
+
+def test_every_rollout_completes_and_the_stage_says_ran(live, applied):
+    site, _, _, result = applied
+    assert stage_entries(result)["serving"]["status"] == "ran"
+    for sts in live.items("statefulsets", "-n", site["namespace"]):
+        assert sts["status"].get("readyReplicas", 0) == sts["spec"]["replicas"], sts["metadata"]["name"]
+    for dep in live.items("deployments", "-n", site["namespace"]):
+        available = {c["type"]: c["status"] for c in dep["status"].get("conditions", [])}.get("Available")
+        assert available == "True", dep["metadata"]["name"]
+
+
+def test_model_pods_run_on_gpu_nodes_with_the_taint_tolerated(live, applied):
+    site, _, gpu_nodes, _ = applied
+    model_pods = pods(live, site["namespace"], "vllm") + pods(live, site["namespace"], "nim")
+    assert model_pods
+    for pod in model_pods:
+        node = live.get("node", pod["spec"]["nodeName"])
+        assert node["metadata"]["name"] in gpu_nodes
+        assert any(t["key"] == GPU_TAINT_KEY for t in node["spec"].get("taints", []))
+        assert any(t.get("key") == GPU_TAINT_KEY for t in pod["spec"]["tolerations"])
+        assert pod["status"]["phase"] == "Running"
+
+
+def test_each_model_claim_is_bound_to_a_volume_on_its_pods_node(live, applied):
+    site, _, _, _ = applied
+    for pod in pods(live, site["namespace"], "vllm") + pods(live, site["namespace"], "nim"):
+        claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"] if "persistentVolumeClaim" in v]
+        assert len(claims) == 1
+        claim = live.get("pvc", "-n", site["namespace"], claims[0])
+        assert claim["status"]["phase"] == "Bound"
+        pv = live.get("pv", claim["spec"]["volumeName"])
+        hosts = pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
+        assert hosts == [pod["spec"]["nodeName"]], (pod["metadata"]["name"], pv["metadata"]["name"])
+
+
+def may_run_on(pod_spec, node):
+    """The node matches the pod's nodeSelector and the pod tolerates its scheduling taints."""
+    labels = node["metadata"]["labels"]
+    if any(labels.get(k) != v for k, v in pod_spec.get("nodeSelector", {}).items()):
+        return False
+    tolerated = {t.get("key") for t in pod_spec.get("tolerations", [])}
+    return all(t["key"] in tolerated for t in node["spec"].get("taints", []) if t["effect"] != "PreferNoSchedule")
+
+
+def test_gateway_replicas_spread_over_the_nodes_they_may_use(live, applied):
+    site, nodes, gpu_nodes, _ = applied
+    gateway = pods(live, site["namespace"], "gateway")
+    assert gateway
+    spec = gateway[0]["spec"]
+    eligible = [n for n in live.items("nodes") if may_run_on(spec, n)]
+    used = {p["spec"]["nodeName"] for p in gateway}
+    assert len(used) == min(len(gateway), len(eligible)), (used, [n["metadata"]["name"] for n in eligible])
+
+
+def test_a_second_apply_changes_nothing(live, applied, tmp_path_factory):
+    site = applied[0]
+    sources = site_inventory(site, tmp_path_factory)
+    extra = [*sources[2:], "-e", json.dumps({**SECRETS, "aiinfra_namespace": site["namespace"]})]
+    extra += ["-e", f"manifests_kubeconfig={live.kubeconfig}", "-e", "manifests_rollout_timeout=120"]
+    proc, result = run_playbook("apply.yml", sources[1], live, extra=extra)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    changed = [
+        (task["task"]["name"], r.get("item", {}).get("kind") if isinstance(r.get("item"), dict) else None)
+        for play in result["plays"]
+        for task in play["tasks"]
+        for h in task["hosts"].values()
+        for r in (h.get("results") or [h])
+        if r.get("changed")
+    ]
+    assert result["stats"]["localhost"]["changed"] == 0, changed
