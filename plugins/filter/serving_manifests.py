@@ -28,7 +28,7 @@ description:
     and the dashboard ConfigMaps; C(grafana_secret) takes Grafana's admin password and returns its Secret.
 options:
   _input:
-    description: GPU node names, a model list, rendered objects or a secret, depending on O(component).
+    description: GPU capacity per node (model_registry, as aiinfra.k3s.gpu_capacity returns it), a model list, rendered objects or a secret, depending on O(component).
     type: raw
     required: true
   component:
@@ -72,7 +72,7 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils import (
 )
 
 BUILDERS = {
-    "model_registry": lambda items, params, site: serving.model_registry_manifests(list(items), params),
+    "model_registry": lambda items, params, site: serving.model_registry_manifests(dict(items), params),
     "vllm": lambda items, params, site: serving.vllm_manifests(list(items), site, params),
     "nim": lambda items, params, site: serving.nim_manifests(list(items), site, params),
     "ngc_secrets": lambda key, params, site: serving.ngc_secrets(
