@@ -63,7 +63,6 @@ def chart_values(params):
     """Helm values of the GPU Operator for K3s."""
     toleration = {"key": params["gpu_toleration_key"], "operator": "Exists", "effect": "NoSchedule"}
     values = {
-        "operator": {"defaultRuntime": "containerd"},
         "driver": {"enabled": bool(params["driver_enabled"])},
         "toolkit": {
             "enabled": bool(params["toolkit_enabled"]),

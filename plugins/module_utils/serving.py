@@ -478,7 +478,13 @@ def nim_manifests(models, site, defaults):
         maximum = int(model.get("max_replicas", defaults["max_replicas"]))
         out.append(
             autoscaler(
-                name, site["namespace"], labels, replicas, max(maximum, replicas), defaults["metric"], MODEL_WORKLOAD_KIND
+                name,
+                site["namespace"],
+                labels,
+                replicas,
+                max(maximum, replicas),
+                defaults["metric"],
+                MODEL_WORKLOAD_KIND,
             )
         )
     return out

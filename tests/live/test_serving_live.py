@@ -39,7 +39,11 @@ def applied(request, live, tmp_path_factory):
     proc, result = run_playbook("apply.yml", sources[1], live, extra=extra)
     assert proc.returncode == 0, proc.stdout[-6000:]
     inventory = cluster.read_inventory(Path(sources[1])) if len(sources) == 2 else None
-    gpu_nodes = {n["name"] for n in cluster.inventory_nodes(inventory or cluster.read_inventory(ROOT / site["inventory"])) if n["gpu"]}
+    gpu_nodes = {
+        n["name"]
+        for n in cluster.inventory_nodes(inventory or cluster.read_inventory(ROOT / site["inventory"]))
+        if n["gpu"]
+    }
     return site, nodes, gpu_nodes, result
 
 
@@ -72,7 +76,9 @@ def test_model_pods_run_on_gpu_nodes_with_the_taint_tolerated(live, applied):
 def test_each_model_claim_is_bound_to_a_volume_on_its_pods_node(live, applied):
     site, _, _, _ = applied
     for pod in pods(live, site["namespace"], "vllm") + pods(live, site["namespace"], "nim"):
-        claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"] if "persistentVolumeClaim" in v]
+        claims = [
+            v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"] if "persistentVolumeClaim" in v
+        ]
         assert len(claims) == 1
         claim = live.get("pvc", "-n", site["namespace"], claims[0])
         assert claim["status"]["phase"] == "Bound"

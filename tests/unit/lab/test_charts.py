@@ -1,6 +1,6 @@
 import io
 import json
-import shutil
+import re
 import subprocess
 import sys
 import tarfile
@@ -313,10 +313,18 @@ def test_refused_helm_version_is_one_error_line(monkeypatch, capsys, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("go") is None, reason="builds helm and fetches the charts with the go command")
 def test_check_the_collection_against_the_real_charts(root):
+    # The pinned GPU Operator release is not served by the module proxy: its newest served snapshot stands in,
+    # and the line still says UNAVAILABLE for the pin.
     proc = subprocess.run(
-        [sys.executable, str(root / "lab" / "charts.py"), "check", "--inventory", "inventories/example"],
+        [
+            sys.executable,
+            str(root / "lab" / "charts.py"),
+            "check",
+            "--inventory",
+            "inventories/example",
+            "--allow-unavailable",
+        ],
         cwd=root,
         capture_output=True,
         text=True,
@@ -327,4 +335,5 @@ def test_check_the_collection_against_the_real_charts(root):
     assert f"keda: version 2.17.0, source https://kedacore.github.io/charts, {charts.NOT_IN_GO_MODULE}" in out, out
     assert "kube-prometheus-stack: version" in out and charts.NOT_IN_GO_MODULE in out, out
     assert "cert-manager: version v1.18.2, source github.com/cert-manager/cert-manager@v1.18.2" in out, out
+    assert re.search(r"^gpu-operator \(NOT the pinned .*result OK, unknown paths: none$", out, re.M), out
     assert proc.returncode == 0, out + proc.stderr
