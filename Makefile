@@ -25,7 +25,9 @@ SANITY_PYTHON := $(shell $(BIN)/python -c 'import sys; print("%d.%d" % sys.versi
 SANITY_ROOT := $(or $(TMPDIR),/tmp)/aiinfra-k3s-sanity/ansible_collections/aiinfra/k3s
 AIRGAP_ARGS := $(if $(K3S_AIRGAP_DIR),-e k3s_install_mode=airgap -e k3s_airgap_dir=$(abspath $(K3S_AIRGAP_DIR)),)
 
-.PHONY: help venv links crd-deps test-tools docs-check lab lab-up lab-down lab-status test lint yamllint ansible-lint ruff sanity unit molecule bench clean
+CLUSTER_INVENTORY ?= inventories/lab
+
+.PHONY: help venv links crd-deps test-tools docs-check lab lab-up lab-down lab-status test lint yamllint ansible-lint ruff sanity unit molecule bench clean kube-build cluster cluster-down live charts
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -61,6 +63,22 @@ lab-down: ## Remove the lab nodes, network, inventory and key
 
 lab-status: ## List the lab nodes
 	python3 lab/labctl.py status
+
+kube-build: ## Build Kubernetes (the release of k3s_version), etcd, kwok and helm from Go modules (cached under .cache/)
+	$(BIN)/python lab/kubebuild.py build
+	$(BIN)/python lab/helmbuild.py build
+
+cluster: venv links ## Live control plane on loopback, kwok nodes of CLUSTER_INVENTORY; last line KUBECONFIG=<path>
+	@$(BIN)/python lab/cluster.py up --inventory $(CLUSTER_INVENTORY)
+
+cluster-down: ## Stop the live control plane and remove its state
+	python3 lab/cluster.py down
+
+charts: venv links ## Render the GPU Operator and cert-manager charts (Go modules) with our values; unknown value paths fail
+	$(BIN)/python lab/charts.py check --inventory inventories/example --allow-unavailable
+
+live: venv links test-tools kube-build ## Live tests: every API-side stage against the real control plane (kwok nodes)
+	$(BIN)/pytest tests/live
 
 lint: yamllint ansible-lint ruff docs-check ## yamllint, ansible-lint (production), ruff, generated docs, changelog
 
@@ -111,14 +129,15 @@ molecule: venv links ## Molecule scenarios on lab nodes
 	export LAB_IMAGE=$$($(BIN)/python lab/labctl.py hash); \
 	for s in $(MOLECULE_SCENARIOS); do $(BIN)/molecule test -s $$s; done
 
-test: venv links ## Everything CI runs: lint, sanity, unit, molecule (with each part's wall time)
-	@for t in lint sanity unit molecule; do \
+test: venv links ## Everything CI runs: lint, sanity, unit, live, molecule (with each part's wall time)
+	@for t in lint sanity kube-build unit live molecule; do \
 	  t0=$$(date +%s); $(MAKE) --no-print-directory $$t; echo "[time] make $$t: $$(( $$(date +%s) - t0 ))s"; \
 	done
 
-bench: venv links ## Lab converge and no-op re-run timings for 3 and 12 nodes; manifest render timings
+bench: venv links kube-build ## Builds, live cluster, apply and verifier timings; lab converge; manifest render
+	$(BIN)/python benchmarks/live_cluster.py
 	$(BIN)/python benchmarks/lab_converge.py --nodes 3 --nodes 12
 	$(BIN)/python benchmarks/render_manifests.py
 
-clean: lab-down ## Remove the lab and caches
+clean: lab-down cluster-down ## Remove the lab, the live cluster and caches
 	rm -rf $(CACHE)

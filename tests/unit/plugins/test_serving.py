@@ -16,7 +16,6 @@ from conftest import DATA, ROOT, run_playbook, write_site
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils import autoscaling, edge, json_logging
 from ansible_collections.aiinfra.k3s.plugins.module_utils import gateway as gw
-from ansible_collections.aiinfra.k3s.plugins.module_utils import gpu_allocation as ga
 from ansible_collections.aiinfra.k3s.plugins.module_utils import serving as sv
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
@@ -93,6 +92,11 @@ def rendered(request, tmp_path_factory):
         extra = ["-e", "render_secrets=true", "-vvv"]  # secrets must not reach even the most verbose output
     proc = render(inventory, out, extra)
     return site, load_docs(out), out, proc
+
+
+def workloads(docs):
+    """Deployments (the gateway) and StatefulSets (the model servers, one store claim per replica)."""
+    return [d for d in docs if d["kind"] in ("Deployment", "StatefulSet")]
 
 
 def of_kind(docs, kind):
@@ -289,7 +293,7 @@ def side_allows(policies, direction, pod, peer, port, named):
 
 def pod_of(end, docs):
     if "deployment" in end:
-        (dep,) = [d for d in of_kind(docs, "Deployment") if d["metadata"]["name"] == end["deployment"]]
+        (dep,) = [d for d in workloads(docs) if d["metadata"]["name"] == end["deployment"]]
         container = dep["spec"]["template"]["spec"]["containers"][0]
         ports = {p["name"]: p["containerPort"] for p in container["ports"]}
         return {
@@ -325,7 +329,7 @@ def test_one_autoscaler_per_target_and_maxima_fit_the_gpus(rendered):
     hpas = of_kind(docs, "HorizontalPodAutoscaler")
     targets = [(o["metadata"]["namespace"], o["spec"]["scaleTargetRef"]["name"]) for o in scaled + hpas]
     assert len(targets) == len(set(targets)), targets
-    deployments = {(d["metadata"]["namespace"], d["metadata"]["name"]): d for d in of_kind(docs, "Deployment")}
+    deployments = {(d["metadata"]["namespace"], d["metadata"]["name"]): d for d in workloads(docs)}
     for target in targets:
         assert target in deployments, target
         assert "replicas" not in deployments[target]["spec"], target  # the autoscaler owns the count
@@ -457,7 +461,7 @@ def check(policy, pod):
 def gpu_deployments(docs):
     return [
         d
-        for d in of_kind(docs, "Deployment")
+        for d in workloads(docs)
         if "nvidia.com/gpu" in d["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
     ]
 
@@ -472,19 +476,20 @@ def test_gpu_workload_policies(rendered, policy):
 
 
 def test_gpu_rollouts_never_need_a_spare_gpu(rendered):
+    """Model servers are StatefulSets: a rolling update deletes a replica before it starts its successor, so
+    it never asks for a GPU nobody has; the replicas still start side by side."""
     _site, docs, _out, _proc = rendered
     for dep in gpu_deployments(docs):
-        strategy = dep["spec"]["strategy"]
-        if strategy["type"] == "RollingUpdate":
-            assert strategy["rollingUpdate"]["maxSurge"] == 0, dep["metadata"]["name"]
-        else:
-            assert strategy["type"] == "Recreate"
+        assert dep["kind"] == "StatefulSet", dep["metadata"]["name"]
+        assert dep["spec"]["updateStrategy"] == {"type": "RollingUpdate"}
+        assert dep["spec"]["podManagementPolicy"] == "Parallel"
 
 
 def test_tensor_parallel_gpus_and_store_claim(rendered):
     _site, docs, _out, _proc = rendered
-    claims = {c["metadata"]["name"] for c in of_kind(docs, "PersistentVolumeClaim")}
-    for dep in of_kind(docs, "Deployment"):
+    pv_size = {pv["spec"]["capacity"]["storage"] for pv in of_kind(docs, "PersistentVolume")}
+    assert not of_kind(docs, "PersistentVolumeClaim")  # no claim shared by every replica
+    for dep in workloads(docs):
         if dep["metadata"]["labels"]["app.kubernetes.io/component"] != "vllm":
             continue
         args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -494,7 +499,10 @@ def test_tensor_parallel_gpus_and_store_claim(rendered):
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
             assert container[probe]["httpGet"]["path"] == "/health", probe  # vLLM's health endpoint
         volumes = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
-        assert volumes["models"]["persistentVolumeClaim"]["claimName"] in claims
+        (template,) = dep["spec"]["volumeClaimTemplates"]
+        assert template["metadata"]["name"] == "models" and "models" not in volumes
+        assert template["spec"]["storageClassName"] == "nvidia-ai-store"
+        assert {template["spec"]["resources"]["requests"]["storage"]} == pv_size
         assert volumes["dshm"]["emptyDir"]["medium"] == "Memory"
 
 
@@ -504,7 +512,7 @@ def test_vllm_logs_json_through_its_configmap(rendered, tmp_path):
     (cm,) = [d for d in of_kind(docs, "ConfigMap") if d["metadata"]["name"] == "vllm-logging"]
     for name, content in cm["data"].items():
         (tmp_path / name).write_text(content)
-    env = next(d for d in of_kind(docs, "Deployment") if d["metadata"]["name"].startswith("vllm-"))
+    env = next(d for d in workloads(docs) if d["metadata"]["name"].startswith("vllm-"))
     env = {e["name"]: e.get("value") for e in env["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["VLLM_LOGGING_CONFIG_PATH"] == env["PYTHONPATH"] + "/logging.json"
     code = (
@@ -540,7 +548,9 @@ def test_storage_follows_the_notes(rendered):
     pinned = [
         pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] for pv in pvs
     ]
-    assert sorted(v[0] for v in pinned) == sorted(NODES[site])
+    # One volume of the node's store per GPU unit (time-slicing replicas count): one per model server pod.
+    per_node = {node: [v[0] for v in pinned].count(node) for node in NODES[site]}
+    assert per_node == ALLOCATABLE[site]
     assert all(pv["spec"]["local"]["path"] == "/data/model-registry" for pv in pvs)
     (ns,) = [d for d in of_kind(docs, "Namespace") if d["metadata"]["name"] == "ia-services-payed"]
     assert ns["metadata"]["name"] == "ia-services-payed"
@@ -557,7 +567,7 @@ def test_gateway_routes_exactly_the_deployed_models_and_services(rendered):
         if s["metadata"]["labels"]["app.kubernetes.io/component"] in ("vllm", "nim")
     }
     deployed = {}
-    for dep in of_kind(docs, "Deployment"):
+    for dep in workloads(docs):
         container = dep["spec"]["template"]["spec"]["containers"][0]
         if "--served-model-name" in container.get("args", []):
             deployed[container["args"][container["args"].index("--served-model-name") + 1]] = dep
@@ -579,7 +589,7 @@ def test_gateway_routes_exactly_the_deployed_models_and_services(rendered):
 
 def test_gateway_is_highly_available(rendered):
     site, docs, _out, _proc = rendered
-    (dep,) = [d for d in of_kind(docs, "Deployment") if d["metadata"]["name"] == "litellm-ha"]
+    (dep,) = [d for d in workloads(docs) if d["metadata"]["name"] == "litellm-ha"]
     spec = dep["spec"]
     assert min_replicas(dep, docs) == 3
     assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
@@ -608,7 +618,7 @@ def test_gateway_is_highly_available(rendered):
 
 def test_nim_backends_follow_the_nim_notes(rendered):
     site, docs, _out, _proc = rendered
-    nims = [d for d in of_kind(docs, "Deployment") if d["metadata"]["labels"]["app.kubernetes.io/component"] == "nim"]
+    nims = [d for d in workloads(docs) if d["metadata"]["labels"]["app.kubernetes.io/component"] == "nim"]
     if site != "full":
         assert nims == []
         return
@@ -649,7 +659,7 @@ def test_secrets_are_rendered_only_on_request_and_never_printed(rendered):
     for path in out.glob("*.yaml"):
         if path != secrets_file:
             assert GATEWAY_KEY not in path.read_text() and NGC_KEY not in path.read_text()
-    (dep,) = [d for d in of_kind(docs, "Deployment") if d["metadata"]["name"] == "litellm-ha"]
+    (dep,) = [d for d in workloads(docs) if d["metadata"]["name"] == "litellm-ha"]
     digest = hashlib.sha256(GATEWAY_KEY.encode()).hexdigest()  # a new key rolls the gateway pods
     assert dep["spec"]["template"]["metadata"]["annotations"]["aiinfra.io/secret-sha256"] == digest
 
@@ -665,70 +675,6 @@ def min_replicas(dep, docs):
         if (o["metadata"]["namespace"], o["spec"]["scaleTargetRef"]["name"]) == key
     ]
     return scaler["spec"].get("minReplicaCount", scaler["spec"].get("minReplicas"))
-
-
-def schedule(docs, node_gpus):
-    """Place every replica of every Deployment as the scheduler could: GPU pods on GPU nodes with room,
-    others on the GPU nodes too when their placement lets them (worst case for the verifier)."""
-    free = dict(node_gpus)
-    pods = []
-    for dep in of_kind(docs, "Deployment"):
-        template = dep["spec"]["template"]
-        wants = int(template["spec"]["containers"][0]["resources"]["limits"].get("nvidia.com/gpu", 0))
-        tolerates = any(t["key"] == "nvidia.com/gpu" for t in template["spec"].get("tolerations", []))
-        for replica in range(min_replicas(dep, docs)):
-            if wants:
-                node = next(n for n, g in free.items() if g >= wants)
-                free[node] -= wants
-            elif tolerates:
-                node = sorted(node_gpus)[replica % len(node_gpus)]
-            else:
-                continue  # kept off GPU nodes by its affinity
-            pods.append(
-                {
-                    "metadata": {
-                        "name": f"{dep['metadata']['name']}-{replica}",
-                        "namespace": dep["metadata"]["namespace"],
-                        "labels": template["metadata"]["labels"],
-                    },
-                    "spec": dict(template["spec"], nodeName=node),
-                    "status": {"phase": "Running"},
-                }
-            )
-    return pods
-
-
-def gpu_nodes(node_gpus, replicas=1):
-    return [
-        {
-            "metadata": {"name": n, "labels": {"ai-workload": "true", "nvidia.com/gpu.count": str(g)}},
-            "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
-            "status": {
-                "capacity": {"nvidia.com/gpu": str(g * replicas)},
-                "allocatable": {"nvidia.com/gpu": str(g * replicas)},
-                "conditions": [{"type": "Ready", "status": "True"}],
-            },
-        }
-        for n, g in node_gpus.items()
-    ]
-
-
-def test_gpu_verifier_finds_no_error_in_what_the_site_would_schedule(rendered):
-    """Schedule the rendered Deployments onto the inventory's GPU nodes and run the verifier on it, with the
-    collection's own placement rule for the gateway; without that rule the gateway on GPU nodes is flagged."""
-    site, docs, _out, _proc = rendered
-    node_gpus = ALLOCATABLE[site]  # GPUs times the time-slicing replicas of each node's class
-    pods = schedule(docs, node_gpus)
-    placement = "gpu" if site == "full" else "cpu"
-    rules = gw.allowed_on_gpu_nodes(
-        {"placement": placement, "namespace": "ia-services-payed", "deployment_name": "litellm-ha"}
-    )
-    result = ga.analyze(gpu_nodes(node_gpus), pods, dict(node_gpus), allowed_pods=rules)
-    assert [f for f in result["findings"] if f["severity"] == "error"] == []
-    assert not [f for f in result["findings"] if f["code"] == "NON_GPU_POD_ON_GPU_NODE"]
-    if site == "full":
-        flagged = ga.analyze(gpu_nodes(node_gpus), pods, dict(node_gpus), allowed_pods=[])
-        assert [f for f in flagged["findings"] if f["code"] == "NON_GPU_POD_ON_GPU_NODE"]
 
 
 def test_airgap_charts_are_served_by_k3s(tmp_path):
@@ -845,9 +791,8 @@ def test_manifests_do_not_depend_on_node_order():
         "path": "/data/model-registry",
         "size": "500Gi",
         "namespace": "ia-services-payed",
-        "claim_name": "model-registry-pvc",
         "pv_prefix": "model-registry",
     }
-    assert sv.model_registry_manifests(["gpu-b", "gpu-a"], params) == sv.model_registry_manifests(
-        ["gpu-a", "gpu-b"], params
-    )
+    b_first = {"gpu-b": {"gpus": 2, "replicas": 1}, "gpu-a": {"gpus": 1, "replicas": 4}}
+    a_first = dict(sorted(b_first.items()))
+    assert sv.model_registry_manifests(b_first, params) == sv.model_registry_manifests(a_first, params)
