@@ -122,3 +122,15 @@ def test_a_second_apply_changes_nothing(live, applied, tmp_path_factory):
         if r.get("changed")
     ]
     assert result["stats"]["localhost"]["changed"] == 0, changed
+
+
+def test_the_gpu_verifier_finds_no_error_in_what_the_scheduler_placed(live, applied, tmp_path_factory):
+    """The site's own placements (the gateway on GPU nodes where the site says so) are not findings."""
+    site = applied[0]
+    sources = site_inventory(site, tmp_path_factory)
+    extra = [*sources[2:], "-e", json.dumps({"aiinfra_namespace": site["namespace"]})]
+    extra += ["-e", f"gpu_verify_kubeconfig={live.kubeconfig}", "-e", "gpu_verify_vectoradd=false"]
+    proc, result = run_playbook("gpu_allocation.yml", sources[1], live, extra=extra)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    detail = stage_entries(result)["gpu_allocation"]["detail"]
+    assert "; 0 error(s), 0 warning(s)" in detail, detail
