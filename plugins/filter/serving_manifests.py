@@ -28,7 +28,9 @@ description:
     and the dashboard ConfigMaps; C(grafana_secret) takes Grafana's admin password and returns its Secret.
 options:
   _input:
-    description: GPU capacity per node (model_registry, as aiinfra.k3s.gpu_capacity returns it), a model list, rendered objects or a secret, depending on O(component).
+    description: >-
+      GPU capacity per node (model_registry, as aiinfra.k3s.gpu_capacity returns it), a model list, rendered
+      objects or a secret, depending on O(component).
     type: raw
     required: true
   component:

@@ -24,7 +24,11 @@ PLAYBOOK = Path(__file__).parent / "playbooks" / "drain_uncordon.yml"
 @pytest.fixture(scope="module")
 def site(live, tmp_path_factory):
     inventory = helpers.write_site(
-        tmp_path_factory.mktemp("drain"), SITE["servers"], SITE["gpu_nodes"], SITE["group_vars"], classes=SITE["classes"]
+        tmp_path_factory.mktemp("drain"),
+        SITE["servers"],
+        SITE["gpu_nodes"],
+        SITE["group_vars"],
+        classes=SITE["classes"],
     )
     live.use_site(inventory)
     extra = ["-e", json.dumps(SECRETS), "-e", f"k3s_kubeconfig_dest={live.kubeconfig}"]
@@ -38,16 +42,37 @@ def site(live, tmp_path_factory):
 
 def drain(live, inventory, node, step, timeout=60):
     return subprocess.run(
-        [helpers.tool("ansible-playbook"), str(PLAYBOOK), "-i", str(inventory),
-         "-e", f"k3s_kubeconfig_dest={live.kubeconfig}", "-e", f"drain_nodes={node}", "-e", f"drain_step={step}",
-         "-e", f"k3s_upgrade_drain_timeout={timeout}", "-e", "k3s_upgrade_drain_grace_period=5"],
-        capture_output=True, text=True, env=helpers.ansible_env("default"), cwd=ROOT, timeout=300, check=False,
+        [
+            helpers.tool("ansible-playbook"),
+            str(PLAYBOOK),
+            "-i",
+            str(inventory),
+            "-e",
+            f"k3s_kubeconfig_dest={live.kubeconfig}",
+            "-e",
+            f"drain_nodes={node}",
+            "-e",
+            f"drain_step={step}",
+            "-e",
+            f"k3s_upgrade_drain_timeout={timeout}",
+            "-e",
+            "k3s_upgrade_drain_grace_period=5",
+        ],
+        capture_output=True,
+        text=True,
+        env=helpers.ansible_env("default"),
+        cwd=ROOT,
+        timeout=300,
+        check=False,
     )
 
 
 def on_node(live, node):
-    return [p for p in live.items("pods", "-n", NAMESPACE, "--field-selector", f"spec.nodeName={node}")
-            if p["metadata"].get("deletionTimestamp") is None]
+    return [
+        p
+        for p in live.items("pods", "-n", NAMESPACE, "--field-selector", f"spec.nodeName={node}")
+        if p["metadata"].get("deletionTimestamp") is None
+    ]
 
 
 def gateway_available(live):
@@ -70,14 +95,20 @@ def test_drain_evicts_within_the_budgets_and_uncordon_brings_the_node_back(live,
     proc = drain(live, site, "gpu-a", "uncordon")
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert not live.get("node", "gpu-a")["spec"].get("unschedulable")
-    live.wait_until("model servers back on gpu-a", lambda: not [
-        p for p in live.items("pods", "-n", NAMESPACE) if p["status"]["phase"] != "Running"])
+    live.wait_until(
+        "model servers back on gpu-a",
+        lambda: not [p for p in live.items("pods", "-n", NAMESPACE) if p["status"]["phase"] != "Running"],
+    )
 
 
 def test_a_budget_that_allows_no_disruption_stops_the_drain(live, site):
-    live.wait_until("every pod running", lambda: not [
-        p for p in live.items("pods", "-n", NAMESPACE) if p["status"]["phase"] != "Running"])
-    gateway_here = [p for p in on_node(live, "gpu-b") if p["metadata"]["labels"]["app.kubernetes.io/name"] == "litellm-ha"]
+    live.wait_until(
+        "every pod running",
+        lambda: not [p for p in live.items("pods", "-n", NAMESPACE) if p["status"]["phase"] != "Running"],
+    )
+    gateway_here = [
+        p for p in on_node(live, "gpu-b") if p["metadata"]["labels"]["app.kubernetes.io/name"] == "litellm-ha"
+    ]
     assert gateway_here
     blocking = {"spec": {"maxUnavailable": 0}}
     live.kubectl("patch", "pdb", "-n", NAMESPACE, "litellm-ha", "--type=merge", "-p", json.dumps(blocking))
@@ -88,7 +119,15 @@ def test_a_budget_that_allows_no_disruption_stops_the_drain(live, site):
         still = {p["metadata"]["name"] for p in on_node(live, "gpu-b")}
         assert {p["metadata"]["name"] for p in gateway_here} <= still
     finally:
-        live.kubectl("patch", "pdb", "-n", NAMESPACE, "litellm-ha", "--type=merge", "-p",
-                     json.dumps({"spec": {"maxUnavailable": 1}}))
+        live.kubectl(
+            "patch",
+            "pdb",
+            "-n",
+            NAMESPACE,
+            "litellm-ha",
+            "--type=merge",
+            "-p",
+            json.dumps({"spec": {"maxUnavailable": 1}}),
+        )
         drain(live, site, "gpu-b", "uncordon")
     assert not live.get("node", "gpu-b")["spec"].get("unschedulable")

@@ -97,7 +97,7 @@ def may_run_on(pod_spec, node):
 
 
 def test_gateway_replicas_spread_over_the_nodes_they_may_use(live, applied):
-    site, nodes, gpu_nodes, _ = applied
+    site, _nodes, _gpu_nodes, _ = applied
     gateway = pods(live, site["namespace"], "gateway")
     assert gateway
     spec = gateway[0]["spec"]
