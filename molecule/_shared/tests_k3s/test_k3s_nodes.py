@@ -172,10 +172,9 @@ def test_serving_manifests_wait_on_the_first_server(host):
         "aiinfra-traefik.yaml",
         "aiinfra-vllm.yaml",
     ]  # no NIM model in the scenario: no file for it
-    assert kinds_in(host, "vllm") == ["ConfigMap", "Deployment", "Service"]
-    assert kinds_in(host, "model-registry") == (
-        ["Namespace", "StorageClass"] + ["PersistentVolume"] * len(GPU) + ["PersistentVolumeClaim"]
-    )
+    assert kinds_in(host, "vllm") == ["ConfigMap", "StatefulSet", "Service"]
+    # One local volume per GPU unit (one GPU per lab node); each model server replica claims its own.
+    assert kinds_in(host, "model-registry") == ["Namespace", "StorageClass"] + ["PersistentVolume"] * len(GPU)
     assert kinds_in(host, "gpu-operator") == ["Namespace", "HelmChart"]
     assert kinds_in(host, "litellm") == ["ConfigMap", "Deployment", "Service", "PodDisruptionBudget"]
     assert kinds_in(host, "serving-secrets") == ["Secret", "Secret"]  # gateway key, Grafana admin
