@@ -114,7 +114,7 @@ def main():
                     f"manifests_kubeconfig={kubeconfig}",
                 ]
                 for playbook in ("node_labels.yml", "apply.yml"):
-                    proc, _ = timed(
+                    proc, _result = timed(
                         f"{playbook} on the largest test site (apply + rollouts)",
                         lambda p=playbook: run_playbook(p, inv, callback="default", extra=extra),
                     )

@@ -388,6 +388,7 @@ def render_helm_charts(inventory: str) -> dict[str, dict]:
             capture_output=True,
             text=True,
             timeout=600,
+            check=False,
         )
         if proc.returncode != 0:
             raise CheckError(f"playbooks/render.yml failed:\n{tail(proc.stdout + proc.stderr, 20)}")
@@ -412,7 +413,7 @@ def run_helm(helm: Path, args: list[str], home: Path) -> subprocess.CompletedPro
         HELM_CONFIG_HOME=str(home / "config"),
         HELM_DATA_HOME=str(home / "data"),
     )
-    return subprocess.run([str(helm), *args], env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run([str(helm), *args], env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
 @dataclass

@@ -371,6 +371,7 @@ def download(module: str, version: str) -> tuple[dict | None, str]:
                 capture_output=True,
                 text=True,
                 timeout=900,
+                check=False,
             )
         except subprocess.TimeoutExpired:
             return None, "timed out after 900s"
@@ -445,7 +446,7 @@ def fetch(sources: tuple[Source, ...], versions: dict[str, str]) -> list[tuple[s
 def fill_cache(sources: tuple[Source, ...] | None = None, cache: Path | None = None) -> Path:
     """The cache directory of the current versions, fetched from the Go module proxy if it is not there yet."""
     sources, cache = sources or SOURCES, cache or CACHE
-    versions = {name: version for name, (_, version) in pins_for(sources).items()}
+    versions = {name: version for name, (_source, version) in pins_for(sources).items()}
     directory = cache / cache_key(sources, versions)
     if (directory / "index.json").exists():
         return directory
@@ -479,7 +480,7 @@ def crd_texts(sources: tuple[Source, ...] | None = None, cache: Path | None = No
 
 def kubectl_run(kubectl: list[str], *args: str, timeout: float = 180) -> str:
     try:
-        proc = subprocess.run([*kubectl, *args], capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run([*kubectl, *args], capture_output=True, text=True, timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise CrdError(f"{' '.join(kubectl[:1] + list(args[:2]))}: {exc}") from None
     if proc.returncode != 0:
@@ -494,7 +495,7 @@ def install(kubectl: list[str]) -> list[str]:
     One `kubectl apply --server-side --force-conflicts -f FILE -f FILE ...` and one `kubectl wait` for all:
     a third of the time of one kubectl per file.
     """
-    files = [path for _, path in cached()]
+    files = [path for _label, path in cached()]
     names = [name for path in files for name in crd_names(path.read_text())]
     flags = [arg for path in files for arg in ("-f", str(path))]
     kubectl_run(kubectl, "apply", "--server-side", "--force-conflicts", *flags)

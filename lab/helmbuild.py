@@ -110,6 +110,7 @@ def module_info(module: str, version: str) -> dict:
             capture_output=True,
             text=True,
             timeout=900,
+            check=False,
         )
     try:
         info = json.loads(proc.stdout)
@@ -124,7 +125,12 @@ def served_versions(module: str = HELM_MODULE) -> list[str]:
     require_go()
     with tempfile.TemporaryDirectory() as tmp:
         proc = subprocess.run(
-            ["go", "list", "-m", "-versions", module], cwd=tmp, env=go_env(), capture_output=True, text=True
+            ["go", "list", "-m", "-versions", module],
+            cwd=tmp,
+            env=go_env(),
+            capture_output=True,
+            text=True,
+            check=False,
         )
     if proc.returncode != 0:
         raise BuildError(f"go list -m -versions {module}: {proxy_error(proc.stderr)}")
@@ -166,6 +172,7 @@ def build(version: str = HELM_VERSION) -> Path:
             capture_output=True,
             text=True,
             timeout=3600,
+            check=False,
         )
     if proc.returncode != 0:
         shutil.rmtree(partial, ignore_errors=True)

@@ -80,7 +80,7 @@ def kubernetes_version(k3s_version: str) -> str:
 
 def staging_version(kube_version: str) -> str:
     """Kubernetes v1.33.5 publishes its staging modules (k8s.io/api, ...) as v0.33.5."""
-    _, minor, patch = kube_version.lstrip("v").split(".")
+    _major, minor, patch = kube_version.lstrip("v").split(".")
     return f"v0.{minor}.{patch}"
 
 
@@ -137,7 +137,7 @@ def published_replaces(gomod_text: str, fallback_version: str | None = None) -> 
     same replaces. A local path becomes the version the upstream go.mod requires, or fallback_version where
     it requires the placeholder v0.0.0 (Kubernetes' staging modules). Replaces to other modules are kept.
     """
-    _, requires, replaces = parse_gomod(gomod_text)
+    _go, requires, replaces = parse_gomod(gomod_text)
     out = {}
     for path, target in replaces.items():
         if "FORBIDDEN" in target:
@@ -167,7 +167,7 @@ def render_gomod(module: str, go_version: str, requires: dict[str, str], replace
 
 def version_ldflags(kube_version: str) -> str:
     """-X flags that make the binaries report their real version (otherwise v0.0.0-master)."""
-    major, minor, _ = kube_version.lstrip("v").split(".")
+    major, minor, _patch = kube_version.lstrip("v").split(".")
     flags = ["-s", "-w"]
     for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
         flags += [
@@ -213,7 +213,9 @@ def go_env() -> dict[str, str]:
 def go(*args: str, cwd: Path, timeout: float = 3600) -> str:
     if shutil.which("go") is None:
         raise BuildError("the go command is not on PATH: install Go (>= 1.26) to build the control plane")
-    proc = subprocess.run(["go", *args], cwd=cwd, env=go_env(), capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        ["go", *args], cwd=cwd, env=go_env(), capture_output=True, text=True, timeout=timeout, check=False
+    )
     if proc.returncode != 0:
         raise BuildError(f"go {' '.join(args[:2])} failed: {proc_tail(proc.stderr)}")
     return proc.stdout
@@ -233,6 +235,7 @@ def module_info(module: str, version: str) -> dict:
             capture_output=True,
             text=True,
             timeout=900,
+            check=False,
         )
     try:
         info = json.loads(proc.stdout)
@@ -260,7 +263,7 @@ def build_kubernetes(kube_version: str, work: Path, out: Path) -> str:
     """Build the Kubernetes commands; returns the etcd version that release requires."""
     info = module_info(KUBERNETES_MODULE, kube_version)
     gomod = Path(info["GoMod"]).read_text()
-    go_min, requires, _ = parse_gomod(gomod)
+    go_min, requires, _replaces = parse_gomod(gomod)
     replaces = published_replaces(gomod, staging_version(kube_version))
     work.mkdir(parents=True, exist_ok=True)
     (work / "go.mod").write_text(
@@ -275,7 +278,7 @@ def build_kubernetes(kube_version: str, work: Path, out: Path) -> str:
 def build_etcd(etcd_version: str, work: Path, out: Path) -> None:
     info = module_info(ETCD_MODULE, etcd_version)
     gomod = Path(info["GoMod"]).read_text()
-    go_min, _, _ = parse_gomod(gomod)
+    go_min, _requires, _replaces = parse_gomod(gomod)
     work.mkdir(parents=True, exist_ok=True)
     (work / "go.mod").write_text(
         render_gomod("aiinfra.k3s/etcdbuild", go_min, {ETCD_MODULE: etcd_version}, published_replaces(gomod))
@@ -286,7 +289,7 @@ def build_etcd(etcd_version: str, work: Path, out: Path) -> None:
 
 def build_kwok(work: Path, out: Path) -> None:
     info = module_info(KWOK_MODULE, KWOK_VERSION)
-    go_min, _, _ = parse_gomod(Path(info["GoMod"]).read_text())
+    go_min, _requires, _replaces = parse_gomod(Path(info["GoMod"]).read_text())
     work.mkdir(parents=True, exist_ok=True)
     (work / "go.mod").write_text(render_gomod("aiinfra.k3s/kwokbuild", go_min, {KWOK_MODULE: KWOK_VERSION}, {}))
     go("mod", "download", KWOK_MODULE, cwd=work)
@@ -295,7 +298,7 @@ def build_kwok(work: Path, out: Path) -> None:
 
 def etcd_version_for(kube_version: str) -> str:
     info = module_info(KUBERNETES_MODULE, kube_version)
-    _, requires, _ = parse_gomod(Path(info["GoMod"]).read_text())
+    _go, requires, _replaces = parse_gomod(Path(info["GoMod"]).read_text())
     return requires.get(ETCD_MODULE) or requires["go.etcd.io/etcd/client/v3"]
 
 

@@ -33,7 +33,7 @@ def site(live, tmp_path_factory):
     live.use_site(inventory)
     extra = ["-e", json.dumps(SECRETS), "-e", f"k3s_kubeconfig_dest={live.kubeconfig}"]
     for playbook in ("node_labels.yml", "apply.yml"):
-        proc, _ = helpers.run_playbook(
+        proc, _result = helpers.run_playbook(
             playbook, inventory, extra=[*extra, "-e", f"manifests_kubeconfig={live.kubeconfig}"]
         )
         assert proc.returncode == 0, proc.stdout[-3000:]

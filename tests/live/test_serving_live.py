@@ -52,7 +52,7 @@ def pods(live, namespace, component):
 
 
 def test_every_rollout_completes_and_the_stage_says_ran(live, applied):
-    site, _, _, result = applied
+    site, _nodes, _gpus, result = applied
     assert stage_entries(result)["serving"]["status"] == "ran"
     for sts in live.items("statefulsets", "-n", site["namespace"]):
         assert sts["status"].get("readyReplicas", 0) == sts["spec"]["replicas"], sts["metadata"]["name"]
@@ -62,7 +62,7 @@ def test_every_rollout_completes_and_the_stage_says_ran(live, applied):
 
 
 def test_model_pods_run_on_gpu_nodes_with_the_taint_tolerated(live, applied):
-    site, _, gpu_nodes, _ = applied
+    site, _nodes, gpu_nodes, _result = applied
     model_pods = pods(live, site["namespace"], "vllm") + pods(live, site["namespace"], "nim")
     assert model_pods
     for pod in model_pods:
@@ -74,7 +74,7 @@ def test_model_pods_run_on_gpu_nodes_with_the_taint_tolerated(live, applied):
 
 
 def test_each_model_claim_is_bound_to_a_volume_on_its_pods_node(live, applied):
-    site, _, _, _ = applied
+    site, _nodes, _gpus, _result = applied
     for pod in pods(live, site["namespace"], "vllm") + pods(live, site["namespace"], "nim"):
         claims = [
             v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"] if "persistentVolumeClaim" in v
@@ -97,7 +97,7 @@ def may_run_on(pod_spec, node):
 
 
 def test_gateway_replicas_spread_over_the_nodes_they_may_use(live, applied):
-    site, _nodes, _gpu_nodes, _ = applied
+    site, _nodes, _gpu_nodes, _result = applied
     gateway = pods(live, site["namespace"], "gateway")
     assert gateway
     spec = gateway[0]["spec"]

@@ -29,7 +29,7 @@ def site(live, tmp_path_factory):
     live.use_site(inventory)
     extra = ["-e", json.dumps(SECRETS)]
     for playbook in ("node_labels.yml", "apply.yml"):
-        proc, _ = run_playbook(
+        proc, _result = run_playbook(
             playbook, inventory, live, extra=[*extra, "-e", f"manifests_kubeconfig={live.kubeconfig}"]
         )
         assert proc.returncode == 0, proc.stdout[-3000:]

@@ -379,7 +379,7 @@ def test_crd_texts_are_cached(demo_repo):
 
 
 def test_a_missing_required_crd_is_an_error(demo_repo):
-    cache, _ = demo_repo
+    cache, _repo = demo_repo
     source = crds.Source(**{**SOURCE.__dict__, "required": ("widgets.example.test", "gadgets.example.test")})
     with pytest.raises(crds.CrdError, match=r"example.test/demo@v1.2.3: no CRD gadgets.example.test in crds/\*"):
         crds.crd_texts((source,), cache)
