@@ -52,6 +52,12 @@ class Live:
         doc = {"apiVersion": "v1", "kind": "List", "items": list(objects)}
         return self.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=json.dumps(doc))
 
+    def remove_site(self, namespace):
+        """What a site left behind that would disturb the next one: its serving namespace (pods, claims) and
+        the local volumes of the model store (named after the nodes, which the next site may share)."""
+        self.kubectl("delete", "namespace", namespace, "--ignore-not-found", "--wait=true", "--timeout=180s")
+        self.kubectl("delete", "pv", "-l", "app.kubernetes.io/name=model-registry", "--wait=true", "--timeout=120s")
+
     def wait_until(self, what, check, timeout=60):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -44,7 +44,8 @@ def applied(request, live, tmp_path_factory):
         for n in cluster.inventory_nodes(inventory or cluster.read_inventory(ROOT / site["inventory"]))
         if n["gpu"]
     }
-    return site, nodes, gpu_nodes, result
+    yield site, nodes, gpu_nodes, result
+    live.remove_site(site["namespace"])
 
 
 def pods(live, namespace, component):

@@ -33,7 +33,8 @@ def site(live, tmp_path_factory):
             playbook, inventory, live, extra=[*extra, "-e", f"manifests_kubeconfig={live.kubeconfig}"]
         )
         assert proc.returncode == 0, proc.stdout[-3000:]
-    return inventory
+    yield inventory
+    live.remove_site(NAMESPACE)
 
 
 def analyse(live, expected=None):
