@@ -42,6 +42,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import kubebuild  # the lab tools share one way of asking the module proxy
+
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache" / "crds"
 # Bump when what is done to the upstream files changes (rendering, file layout of the cache).
@@ -362,28 +365,7 @@ def download(module: str, version: str) -> tuple[dict | None, str]:
     """(`go mod download -json` info, "") or (None, the proxy's answer)."""
     if shutil.which("go") is None:
         raise CrdError("the go command is not on PATH: install Go to fetch the CRDs from their modules")
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            proc = subprocess.run(
-                ["go", "mod", "download", "-json", f"{module}@{version}"],
-                cwd=tmp,
-                env=go_env(),
-                capture_output=True,
-                text=True,
-                timeout=900,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            return None, "timed out after 900s"
-    try:
-        info = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        return None, proxy_error(proc.stderr)
-    if info.get("Error"):
-        return None, proxy_error(info["Error"])
-    if not info.get("Dir"):
-        return None, proxy_error(proc.stderr)
-    return info, ""
+    return kubebuild.download_info(module, version)
 
 
 def resolve(source: Source, wanted: str) -> tuple[str, Path]:

@@ -25,6 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import kubebuild  # the lab tools share one way of asking the module proxy
+
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache" / "helm"
 
@@ -102,22 +105,9 @@ def go_version() -> str:
 def module_info(module: str, version: str) -> dict:
     """`go mod download -json MODULE@VERSION` in a scratch module; a refusal becomes one clear BuildError."""
     require_go()
-    with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.run(
-            ["go", "mod", "download", "-json", f"{module}@{version}"],
-            cwd=tmp,
-            env=go_env(),
-            capture_output=True,
-            text=True,
-            timeout=900,
-            check=False,
-        )
-    try:
-        info = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        raise BuildError(f"{module}@{version}: {proxy_error(proc.stderr)}") from None
-    if info.get("Error"):
-        raise BuildError(f"{module}@{version} is not available from the Go module proxy: {proxy_error(info['Error'])}")
+    info, answer = kubebuild.download_info(module, version)
+    if info is None:
+        raise BuildError(f"{module}@{version} is not available from the Go module proxy: {answer}")
     return info
 
 

@@ -225,24 +225,38 @@ def proc_tail(text: str, lines: int = 15) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def module_info(module: str, version: str) -> dict:
-    """`go mod download -json MODULE@VERSION`; a refusal becomes one clear BuildError."""
+def download_info(module: str, version: str, timeout: float = 900) -> tuple[dict | None, str]:
+    """(`go mod download -json MODULE@VERSION` info, "") or (None, the proxy's answer in one line), from a
+    scratch directory. The one place the lab tools ask the module proxy for a module."""
     with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.run(
-            ["go", "mod", "download", "-json", f"{module}@{version}"],
-            cwd=tmp,
-            env=go_env(),
-            capture_output=True,
-            text=True,
-            timeout=900,
-            check=False,
-        )
+        try:
+            proc = subprocess.run(
+                ["go", "mod", "download", "-json", f"{module}@{version}"],
+                cwd=tmp,
+                env=go_env(),
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return None, f"timed out after {timeout:.0f}s"
     try:
         info = json.loads(proc.stdout)
     except json.JSONDecodeError:
-        raise BuildError(f"{module}@{version}: {proxy_error(proc.stderr)}") from None
+        return None, proxy_error(proc.stderr)
     if info.get("Error"):
-        raise BuildError(f"{module}@{version} is not available from the Go module proxy: {proxy_error(info['Error'])}")
+        return None, proxy_error(info["Error"])
+    if not info.get("Dir"):
+        return None, proxy_error(proc.stderr)
+    return info, ""
+
+
+def module_info(module: str, version: str) -> dict:
+    """`go mod download -json MODULE@VERSION`; a refusal becomes one clear BuildError."""
+    info, answer = download_info(module, version)
+    if info is None:
+        raise BuildError(f"{module}@{version} is not available from the Go module proxy: {answer}")
     return info
 
 
