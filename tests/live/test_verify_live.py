@@ -73,6 +73,12 @@ def test_the_allocation_playbook_reports_ran_through_the_api(live, site):
     assert stages["gpu_cuda"]["status"] == "skipped"
 
 
+def test_a_node_advertising_fewer_gpus_than_its_hardware_is_a_mismatch(live, site):
+    # Runs before the faults below are planted. nvidia-smi would count two GPUs on gpu-3; its node advertises one.
+    found = codes(analyse(live, dict(EXPECTED, **{"gpu-3": {"physical": 2}})))
+    assert ("GPU_CAPACITY_MISMATCH", "gpu-3", "") in found, found
+
+
 GPU_POD = {
     "apiVersion": "v1",
     "kind": "Pod",
@@ -130,9 +136,3 @@ def test_planted_faults_give_their_codes(live, site):
     assert ("NON_GPU_POD_ON_GPU_NODE", busy[1], "cpu-on-gpu") in found, found
     assert ("GPU_NODE_NOT_TAINTED", busy[1], "") in found, found
     assert ("GPU_NODE_NOT_READY", busy[0], "") in found, found
-
-
-def test_a_node_advertising_fewer_gpus_than_its_hardware_is_a_mismatch(live, site):
-    # nvidia-smi would count two GPUs on gpu-3 while its node advertises one.
-    found = codes(analyse(live, dict(EXPECTED, **{"gpu-3": {"physical": 2}})))
-    assert ("GPU_CAPACITY_MISMATCH", "gpu-3", "") in found, found
