@@ -2,6 +2,9 @@
 re-run, and a tampered source refused before anything is copied."""
 
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 import yaml
@@ -11,7 +14,7 @@ from make_test_airgap import make_model
 MODEL = "nvidia/Nemotron-4-35B"
 
 
-def seed(tmp_path, source, store, check=False, required=True, models=(MODEL,)):
+def seed(tmp_path, source, store, check=False, required=True, models=(MODEL,), min_free_gib=0):
     inventory = write_inventory(
         tmp_path / "inv",
         {
@@ -28,7 +31,7 @@ def seed(tmp_path, source, store, check=False, required=True, models=(MODEL,)):
             "model_registry_path": str(store),
             "model_registry_owner": str(os.getuid()),
             "model_registry_group": str(os.getgid()),
-            "model_registry_min_free_gib": 0,
+            "model_registry_min_free_gib": min_free_gib,
             "model_registry_seed_dir": str(source / "models"),
             "model_registry_seed_models": list(models),
             "model_registry_expected_models": [MODEL],
@@ -83,3 +86,21 @@ def test_missing_model_warns_or_fails(tmp_path, required):
     proc, _result = seed(tmp_path, tmp_path / "src", store, required=required, models=())
     assert (proc.returncode == 0) is not required, proc.stdout[-2000:]
     assert f"{MODEL} missing under {store}" in proc.stdout or f"missing in the store: {MODEL}" in proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("min_free_gib, ok", [(1, True), (10**7, False)])
+def test_free_space_in_check_mode_is_read_where_the_store_will_be(tmp_path, min_free_gib, ok):
+    """A store that does not exist yet, on another file system than / (tmpfs /dev/shm): check mode measures the
+    file system that will hold it, not /."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or os.stat(shm).st_dev == os.stat("/").st_dev:
+        pytest.skip("needs /dev/shm on its own file system")
+    store = Path(tempfile.mkdtemp(dir=shm)) / "not-yet" / "store"
+    try:
+        proc, result = seed(tmp_path, tmp_path / "src", store, check=True, required=False, models=(), min_free_gib=min_free_gib)
+    finally:
+        shutil.rmtree(store.parents[1])
+    assert (proc.returncode == 0) is ok, proc.stdout[-3000:]
+    assert "GiB free on /dev/shm" in proc.stdout if ok else f"{store} is on /dev/shm with" in proc.stdout
+    assert not store.exists()
