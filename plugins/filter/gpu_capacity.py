@@ -55,7 +55,11 @@ def gpu_capacity(hostvars, hosts, classes=None, default_class=""):
             gpus = int(hv.get("aiinfra_gpu_count", 1))
         except (TypeError, ValueError) as exc:
             raise AnsibleFilterError("%s: aiinfra_gpu_count must be a whole number (%s)" % (host, exc)) from exc
-        nodes[host] = {"gpus": gpus, "class": hv.get("aiinfra_gpu_class") or ""}
+        nodes[host] = {
+            "gpus": gpus,
+            "class": hv.get("aiinfra_gpu_class") or "",
+            "memory_mib": hv.get("aiinfra_gpu_memory_mib") or 0,
+        }
     capacity, problems = capacity_of(nodes, dict(classes or {}), default_class or "")
     return {"capacity": capacity, "problems": problems}
 

@@ -11,6 +11,10 @@ description:
     has (GPUs from the inventory times the time-slicing replicas of each node's class), NIM backends with fewer
     than 2 replicas or an autoscaler maximum the cluster cannot hold, unpinned images, duplicate served names,
     model paths missing from the store.
+  - Time-slicing. A multi-GPU model needs a node without time-slicing with that many GPUs (sliced nodes refuse
+    requests for more than one slice). An explicit C(gpu_memory_utilization) that, times the slices of a shared
+    GPU, asks for more than the GPU's memory is refused.
+  - Weights that do not fit the GPU memory share of the model.
 options:
   _input:
     description: The vLLM model list.
@@ -34,6 +38,13 @@ options:
     description: Model paths present in the store; null when unknown.
     type: list
     elements: str
+  weights_bytes:
+    description:
+      - Model path to the bytes of its weight files (measured in the seed directory). A model's own
+        C(weights_gib) wins. With the GPU memory of the nodes (host variable C(aiinfra_gpu_memory_mib)), a model
+        whose weights per GPU leave less than 10% of its memory share for the KV cache is refused.
+    type: dict
+    default: {}
 """
 
 EXAMPLES = r"""
@@ -55,13 +66,14 @@ _value:
 from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import plan_problems
 
 
-def serving_plan_problems(models, capacity, default_image, nim_models=None, store_paths=None):
+def serving_plan_problems(models, capacity, default_image, nim_models=None, store_paths=None, weights_bytes=None):
     return plan_problems(
         list(models),
         dict(capacity),
         default_image,
         list(nim_models or []),
         None if store_paths is None else set(store_paths),
+        {path: int(size) / 1073741824.0 for path, size in (weights_bytes or {}).items()},
     )
 
 

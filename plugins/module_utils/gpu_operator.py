@@ -52,7 +52,9 @@ def time_slicing_config(replicas, mig_strategy):
         config["sharing"] = {
             "timeSlicing": {
                 "renameByDefault": False,
-                "failRequestsGreaterThanOne": False,
+                # A pod asking for two slices would get two slices of one GPU, not two GPUs: refuse such requests
+                # (multi-GPU pods are kept off sliced nodes by node affinity, see serving.whole_gpus_affinity).
+                "failRequestsGreaterThanOne": True,
                 "resources": [{"name": "nvidia.com/gpu", "replicas": int(replicas)}],
             }
         }

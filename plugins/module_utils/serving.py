@@ -9,6 +9,7 @@ tolerations, probes, graceful shutdown and security settings are written once.
 
 import base64
 import json
+import math
 import re
 
 try:
@@ -147,6 +148,14 @@ def _probe(path, port, period, failures, initial=0):
 
 
 MODEL_WORKLOAD_KIND = "StatefulSet"
+# GPU Feature Discovery's node label: time-slicing replicas of each GPU of the node (the lab's kwok nodes carry it
+# too). Pods asking for several GPUs keep off nodes whose GPUs are sliced: the device plugin runs with
+# failRequestsGreaterThanOne, so a request for two slices fails rather than landing on one physical GPU.
+SHARED_LABEL = "nvidia.com/gpu.replicas"
+# vLLM's share of a GPU's memory when the GPU is its own (vLLM's default); divided by the slices of a shared GPU.
+MEMORY_UTILIZATION = 0.9
+# Fraction of a model server's memory share that must stay free of weights, for activations and the KV cache.
+KV_CACHE_ROOM = 0.1
 
 
 def store_claim_template(store):
@@ -231,6 +240,8 @@ def gpu_workload(spec, site):
     }
     if site.get("runtime_class"):
         pod_spec["runtimeClassName"] = site["runtime_class"]
+    if gpus > 1 and site.get("shared_replicas"):
+        pod_spec["affinity"] = whole_gpus_affinity(site["shared_replicas"])
     if spec.get("image_pull_secrets"):
         pod_spec["imagePullSecrets"] = [{"name": n} for n in spec["image_pull_secrets"]]
     if spec.get("spread_keys"):
@@ -279,6 +290,30 @@ def gpu_workload(spec, site):
         },
     }
     return [deployment, service]
+
+
+def whole_gpus_affinity(shared_replicas):
+    """Node affinity keeping a multi-GPU pod off nodes whose GPUs are time-sliced (a node without the label, e.g.
+    before GPU Feature Discovery ran, is not excluded)."""
+    values = sorted({str(int(r)) for r in shared_replicas if int(r) > 1}, key=int)
+    term = {"matchExpressions": [{"key": SHARED_LABEL, "operator": "NotIn", "values": values}]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+
+
+def gpu_share(gpus, shared_replicas):
+    """How many pods may share each GPU of a pod asking for `gpus`: the most slices of any time-sliced node for a
+    one-GPU pod (it may land there), 1 for a multi-GPU pod (kept off sliced nodes)."""
+    if int(gpus) > 1:
+        return 1
+    return max([1] + [int(r) for r in shared_replicas or []])
+
+
+def memory_utilization(model, share):
+    """vLLM's --gpu-memory-utilization: the model's own value, else vLLM's default divided by the pods that may
+    share the GPU, rounded down to hundredths."""
+    if model.get("gpu_memory_utilization") is not None:
+        return float(model["gpu_memory_utilization"])
+    return math.floor(MEMORY_UTILIZATION * 100 / int(share)) / 100
 
 
 def spread(keys, selector):
@@ -337,8 +372,9 @@ def autoscaler(name, namespace, labels, minimum, maximum, metric, kind="Deployme
     }
 
 
-def vllm_args(model, store_mount):
-    """vLLM OpenAI server arguments for one model served from the local model store."""
+def vllm_args(model, store_mount, share=1):
+    """vLLM OpenAI server arguments for one model served from the local model store; share: pods that may share
+    each of its GPUs (time-slicing)."""
     args = [
         "--model",
         "%s/%s" % (store_mount.rstrip("/"), model["path"].strip("/")),
@@ -349,7 +385,7 @@ def vllm_args(model, store_mount):
         "--max-model-len",
         str(model.get("max_model_len", 8192)),
         "--gpu-memory-utilization",
-        str(model.get("gpu_memory_utilization", 0.9)),
+        str(memory_utilization(model, share)),
         "--port",
         str(model.get("port", 8000)),
     ]
@@ -390,7 +426,7 @@ def vllm_manifests(models, site, defaults):
             "served_name": model["served_name"],
             "component": "vllm",
             "image": model.get("image", defaults["image"]),
-            "args": vllm_args(model, defaults["store_mount"]),
+            "args": vllm_args(model, defaults["store_mount"], gpu_share(tp, site.get("shared_replicas"))),
             "env": dict(
                 {
                     "HF_HUB_OFFLINE": "1",
@@ -596,15 +632,103 @@ def gpu_capacity(nodes, classes=None, default_class=""):
                 "to one of them" % (node, wanted, ", ".join(sorted(classes)) or "none defined")
             )
         capacity[node] = {"gpus": int(info.get("gpus", 1)), "replicas": int(classes.get(wanted, 1) if wanted else 1)}
+        memory = info.get("memory_mib")
+        if memory:
+            if isinstance(memory, bool) or not str(memory).isdigit():
+                problems.append(
+                    "%s: aiinfra_gpu_memory_mib is %r: give the memory of one GPU in MiB as nvidia-smi shows it "
+                    "(e.g. 23034 for an L4, 81920 for an A100 80GB)" % (node, memory)
+                )
+            else:
+                capacity[node]["memory_mib"] = int(memory)
     return capacity, problems
 
 
-def plan_problems(models, capacity, default_image, nim_models=(), store_paths=None):
+def sharing_problems(work, capacity):
+    """A multi-GPU workload needs whole GPUs on one node: time-sliced nodes refuse requests for more than one
+    slice (failRequestsGreaterThanOne), so only nodes without time-slicing can hold it."""
+    if work["gpus"] < 2 or all(c["replicas"] == 1 for c in capacity.values()):
+        return []
+    whole = max([c["gpus"] for c in capacity.values() if c["replicas"] == 1] + [0])
+    if work["gpus"] <= whole:
+        return []
+    return [
+        "%s: %s %d needs %d whole GPUs on one node, but time-sliced nodes give a pod one slice at most "
+        "(failRequestsGreaterThanOne) and the nodes without time-slicing have %s: give a node with enough GPUs a "
+        "class of 1 replica, or lower %s"
+        % (
+            work["name"],
+            work["what"],
+            work["gpus"],
+            work["gpus"],
+            "at most %d GPU(s)" % whole if whole else "none",
+            work["what"],
+        )
+    ]
+
+
+def memory_problems(work, capacity, weights_gib):
+    """vLLM's memory share of a GPU, and whether the weights fit in it with room for the KV cache."""
+    shared = [c["replicas"] for c in capacity.values()]
+    share = gpu_share(work["gpus"], shared)
+    explicit = work["model"].get("gpu_memory_utilization")
+    problems = []
+    try:
+        utilization = memory_utilization(work["model"], share)
+    except (TypeError, ValueError):
+        return ["%s: gpu_memory_utilization %r is not a number between 0 and 1" % (work["name"], explicit)]
+    if not 0 < utilization <= 1:
+        return ["%s: gpu_memory_utilization %r is not a number between 0 and 1" % (work["name"], explicit)]
+    if explicit is not None and share > 1 and utilization * share > 1:
+        problems.append(
+            "%s: gpu_memory_utilization %s on a GPU time-sliced %d ways asks for %d%% of its memory: the second "
+            "pod on the GPU fails at start; set it to at most %s or leave it out (it is then %s)"
+            % (
+                work["name"],
+                explicit,
+                share,
+                round(utilization * share * 100),
+                math.floor(100 / share) / 100,
+                memory_utilization({}, share),
+            )
+        )
+    candidates = {
+        n: c for n, c in capacity.items() if c["gpus"] >= work["gpus"] and (work["gpus"] == 1 or c["replicas"] == 1)
+    }
+    memories = {n: c["memory_mib"] for n, c in candidates.items() if c.get("memory_mib")}
+    if weights_gib is None or not memories:
+        return problems
+    node = min(memories, key=lambda n: (memories[n], n))
+    room = memories[node] / 1024.0 * utilization
+    per_gpu = float(weights_gib) / work["gpus"]
+    if per_gpu > room * (1 - KV_CACHE_ROOM):
+        problems.append(
+            "%s: %.1f GiB of weights over %d GPU(s) is %.1f GiB per GPU, more than its share of %s can hold with "
+            "%d%% left for the KV cache (%d MiB x gpu_memory_utilization %s = %.1f GiB): raise "
+            "tensor_parallel_size, serve a smaller or quantised model, or use GPUs with more memory"
+            % (
+                work["name"],
+                float(weights_gib),
+                work["gpus"],
+                per_gpu,
+                node,
+                KV_CACHE_ROOM * 100,
+                memories[node],
+                utilization,
+                room,
+            )
+        )
+    return problems
+
+
+def plan_problems(models, capacity, default_image, nim_models=(), store_paths=None, weights=None):
     """Reasons a serving plan (vLLM and NIM models) cannot work, before anything is touched.
 
-    capacity: {node: {"gpus", "replicas"}} from gpu_capacity (a bare GPU count per node also works);
-    store_paths: model paths present in the store (None when unknown).
+    capacity: {node: {"gpus", "replicas", optional "memory_mib" (per GPU)}} from gpu_capacity (a bare GPU
+    count per node also works); store_paths: model paths present in the store (None when unknown);
+    weights: {model path: GiB of weights} measured in the seed directory (a model's own weights_gib wins).
     """
+    weights = weights or {}
     capacity = {n: c if isinstance(c, dict) else {"gpus": int(c), "replicas": 1} for n, c in capacity.items()}
     workloads = []
     for model in models:
@@ -617,6 +741,7 @@ def plan_problems(models, capacity, default_image, nim_models=(), store_paths=No
                 "max": int(model.get("replicas", 1)),
                 "image": model.get("image", default_image),
                 "path": model.get("path"),
+                "model": model,
             }
         )
     for model in nim_models:
@@ -640,9 +765,18 @@ def plan_problems(models, capacity, default_image, nim_models=(), store_paths=No
     physical = sum(c["gpus"] for c in capacity.values())
     total = sum(c["gpus"] * c["replicas"] for c in capacity.values())
     wanted = 0
+    whole_wanted = 0
     names = set()
     for work in workloads:
         name = work["name"]
+        problems.extend(sharing_problems(work, capacity))
+        if work["gpus"] > 1:
+            whole_wanted += work["gpus"] * work["replicas"]
+        if "model" in work:
+            declared = work["model"].get("weights_gib")
+            problems.extend(
+                memory_problems(work, capacity, declared if declared is not None else weights.get(work["path"]))
+            )
         if name in names:
             problems.append("%s: served_name is used twice; each model needs its own" % name)
         names.add(name)
@@ -674,6 +808,12 @@ def plan_problems(models, capacity, default_image, nim_models=(), store_paths=No
                 "%s: model path %r is not in the model store (%s): seed it first"
                 % (name, work["path"], ", ".join(sorted(store_paths)) or "empty")
             )
+    whole = sum(c["gpus"] for c in capacity.values() if c["replicas"] == 1)
+    if whole_wanted > whole and whole < physical:
+        problems.append(
+            "the multi-GPU models need %d whole GPUs in all but the nodes without time-slicing have %d: move GPUs to "
+            "a class of 1 replica, or lower tensor_parallel_size or replicas" % (whole_wanted, whole)
+        )
     if wanted > total:
         problems.append(
             "the models request %d GPUs in all but the cluster has %d (%d GPU(s) with time-slicing): "
