@@ -92,7 +92,7 @@ SOURCES: tuple[Source, ...] = (
             "tlsoptions.traefik.io",
             "serverstransports.traefik.io",
         ),
-        # The proxy refuses v3.3.6 (K3s v1.33.5+k3s1's Traefik): 403 "This module version is not available".
+        # When the proxy refuses K3s's Traefik (it refused v3.3.6 of K3s v1.33.5+k3s1), the nearest served patch.
         fallback="nearest-patch",
     ),
     Source(
@@ -113,6 +113,8 @@ SOURCES: tuple[Source, ...] = (
         derive="same",  # the kedacore/keda chart X.Y.Z ships KEDA vX.Y.Z
         globs=("config/crd/bases/*.yaml",),
         required=("scaledobjects.keda.sh", "triggerauthentications.keda.sh"),
+        # v2.21.1 is refused (403 "This module version is not available"); v2.21.0 is served.
+        fallback="nearest-patch",
     ),
     Source(
         name="prometheus-operator",
@@ -127,6 +129,9 @@ SOURCES: tuple[Source, ...] = (
             "podmonitors.monitoring.coreos.com",
             "prometheusrules.monitoring.coreos.com",
         ),
+        # v0.95.0-v0.95.2 of the root module are refused (403 "This module version is not available"); v0.94.1, the
+        # newest served, is the release before (the v0.95 CRDs add fields; the ones our manifests use are in both).
+        fallback="v0.94.1",
     ),
     Source(
         name="gpu-operator",
@@ -136,24 +141,28 @@ SOURCES: tuple[Source, ...] = (
         derive="same",
         globs=("deployments/gpu-operator/crds/*.yaml",),
         required=("clusterpolicies.nvidia.com", "nvidiadrivers.nvidia.com"),
-        # Tags v22.x+ sit on the module path without /vNN, so the proxy cannot serve them as such (v25.10.1 and
-        # v25.10.1+incompatible: 403 "This module version is not available"); the proxy's answer for @latest is
-        # this pseudo-version: main of 2025-09-17, before v25.10.0 was released (v25.10.1's commit is not known).
+        # Tags v22.x+ sit on the module path without /vNN, so the proxy cannot serve them as such (v26.7.1, v26.7.1
+        # +incompatible, v25.10.1: 403 "This module version is not available"); the proxy's answer for @latest is
+        # this pseudo-version: main of 2025-09-17 (versions.mk: v25.3.4), the newest GPU Operator code it serves.
         fallback="v0.0.0-20250917190837-d73a0086a6ba",
     ),
 )
 
 # Traefik and helm-controller versions K3s embeds, from the "Embedded Component Versions" of each release
-# (https://docs.k3s.io/release-notes/v1.33.X; k3s-io/docs docs/release-notes/v1.33.X.md).
+# (https://docs.k3s.io/release-notes/v1.36.X; https://github.com/k3s-io/k3s/releases/tag/v1.36.4%2Bk3s1).
 K3S_EMBEDDED: dict[str, dict[str, str]] = {
     "v1.33.5+k3s1": {"traefik": "v3.3.6", "helm-controller": "v0.16.13"},
+    "v1.36.4+k3s1": {"traefik": "v3.7.8", "helm-controller": "v0.17.7"},
 }
 
 # prometheus-operator release of a kube-prometheus-stack chart version (the chart's appVersion).
 # 77.x: prometheus-community/helm-charts#6084 "[kube-prometheus-stack] bump to 0.85.0" (2025-08-23) opened the
 # 77 series; 76.2.1 shipped v0.84.1 and 77.11.1/77.12.0 report app version v0.85.0.
+# 93.x: 91.0.0 bumped to v0.94.0 (helm-charts#7269), 91.5.1 to v0.94.1 (#7312), 92.19.0 moved the operator CRDs
+# to v0.95.0 (#7508) and 92.21.1 to v0.95.1; 93.9.0 (only kube-state-metrics bumped, #7628) carries v0.95.1.
 KUBE_PROMETHEUS_STACK_OPERATOR: dict[str, str] = {
     "77.1.1": "v0.85.0",
+    "93.9.0": "v0.95.1",
 }
 
 # What a failed `go mod download` says when the proxy does not serve a version (as opposed to a network error).

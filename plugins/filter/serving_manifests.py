@@ -14,7 +14,7 @@ description:
     sized for slow model loads, graceful shutdown, read-only model store, memory-backed /dev/shm, JSON logs).
   - C(nim) takes the NIM model list and returns, per model, a Deployment and a Service from the same builder,
     a PodDisruptionBudget and a HorizontalPodAutoscaler.
-  - C(ngc_secrets) takes the NGC API key and returns the key Secret and the nvcr.io pull Secret.
+  - C(ngc_secrets) takes the NGC API key and returns the nvcr.io pull Secret, and the key Secret when C(download).
   - C(gpu_operator) ignores its input and returns the namespace, the time-slicing ConfigMap and the K3s
     HelmChart of the NVIDIA GPU Operator.
   - C(litellm) takes the rendered model-server objects and returns the gateway routing to exactly their
@@ -78,7 +78,7 @@ BUILDERS = {
     "vllm": lambda items, params, site: serving.vllm_manifests(list(items), site, params),
     "nim": lambda items, params, site: serving.nim_manifests(list(items), site, params),
     "ngc_secrets": lambda key, params, site: serving.ngc_secrets(
-        key, params["namespace"], params["api_secret"], params["pull_secret"]
+        key, params["namespace"], params["api_secret"], params["pull_secret"], bool(params.get("download"))
     ),
     "gpu_operator": lambda _items, params, site: gpu_operator.gpu_operator_manifests(params),
     "litellm": lambda objects, params, site: gateway.gateway_manifests(list(objects), params),

@@ -7,35 +7,47 @@ Keys are K3s flags without the leading dashes. Managed keys come from dedicated 
 free-form map adds any other flag and may not silently override a managed one.
 """
 
-# Flags every node (server or agent) accepts in config.yaml.
+# The config.yaml keys K3s accepts (long flag names without dashes) in the v1.36 line of k3s_version. The K3s
+# module is not served by the Go module proxy, so the lists were taken from the flag table RKE2 keeps of K3s's
+# flags (pkg/cli/cmds/k3sopts.go: RKE2 refuses to start when that table and K3s's flags differ), with the flags
+# added since from K3s's pull requests: etcd-s3-retention (k3s#12669) and helm-controller-arg (k3s#14185, in
+# v1.36.3+k3s1). Left out: `config` (meaningless inside the file) and the flags K3s removed (no-deploy,
+# cluster-secret, no-flannel, disable-selinux in v1.26). Not a flag at any version: node-taint-control-plane
+# (servers take node-taint, e.g. CriticalAddonsOnly=true:NoExecute).
+
+# Flags every node (server or agent) accepts.
 AGENT_FLAGS = frozenset(
     """
 token token-file server data-dir node-name with-node-id node-label node-taint image-credential-provider-bin-dir
-image-credential-provider-config selinux lb-server-port protect-kernel-defaults snapshotter private-registry
-disable-default-registry-endpoint node-ip node-external-ip node-internal-dns node-external-dns resolv-conf
-flannel-iface flannel-conf flannel-cni-conf kubelet-arg kube-proxy-arg rootless prefer-bundled-bin
-container-runtime-endpoint default-runtime image-service-endpoint pause-image docker airgap-extra-registry
-vpn-auth vpn-auth-file enable-pprof debug log alsologtostderr v vmodule bind-address
+image-credential-provider-config selinux lb-server-port protect-kernel-defaults container-runtime-endpoint
+default-runtime image-service-endpoint pause-image snapshotter private-registry disable-default-registry-endpoint
+nonroot-devices airgap-extra-registry node-ip bind-address node-external-ip node-internal-dns node-external-dns
+resolv-conf flannel-iface flannel-conf flannel-cni-conf kubelet-arg kube-proxy-arg enable-pprof rootless
+prefer-bundled-bin docker vpn-auth vpn-auth-file debug v vmodule log alsologtostderr
 """.split()
 )
+
+# Flags only agents accept.
+AGENT_ONLY_FLAGS = frozenset(["disable-apiserver-lb"])
 
 # Flags only servers accept.
 SERVER_FLAGS = frozenset(
     """
-cluster-init cluster-reset cluster-reset-restore-path cluster-cidr service-cidr service-node-port-range
-cluster-dns cluster-domain flannel-backend flannel-ipv6-masq flannel-external-ip egress-selector-mode
-servicelb-namespace write-kubeconfig write-kubeconfig-mode write-kubeconfig-group tls-san tls-san-security
-advertise-address advertise-port https-listen-port supervisor-port apiserver-port apiserver-bind-address
-agent-token agent-token-file datastore-endpoint datastore-cafile datastore-certfile datastore-keyfile
-etcd-expose-metrics etcd-disable-snapshots etcd-snapshot-name etcd-snapshot-schedule-cron etcd-snapshot-retention
-etcd-snapshot-dir etcd-snapshot-compress etcd-arg etcd-s3 etcd-s3-endpoint etcd-s3-endpoint-ca
-etcd-s3-skip-ssl-verify etcd-s3-access-key etcd-s3-secret-key etcd-s3-bucket etcd-s3-region etcd-s3-folder
-etcd-s3-proxy etcd-s3-config-secret etcd-s3-insecure etcd-s3-timeout etcd-s3-bucket-lookup-type
-default-local-storage-path disable disable-scheduler disable-cloud-controller disable-kube-proxy
-disable-network-policy disable-helm-controller disable-apiserver disable-controller-manager disable-etcd
-embedded-registry supervisor-metrics helm-job-image kube-apiserver-arg kube-scheduler-arg
-kube-controller-manager-arg kube-cloud-controller-manager-arg secrets-encryption secrets-encryption-provider
-system-default-registry enable-pprof kine-tls node-taint-control-plane
+https-listen-port supervisor-port apiserver-port apiserver-bind-address advertise-address advertise-port tls-san
+tls-san-security disable-agent cluster-cidr service-cidr service-node-port-range cluster-dns cluster-domain
+cluster-init cluster-reset cluster-reset-restore-path flannel-backend flannel-ipv6-masq flannel-external-ip
+egress-selector-mode servicelb-namespace write-kubeconfig write-kubeconfig-mode write-kubeconfig-group
+helm-job-image helm-controller-arg agent-token agent-token-file kube-apiserver-arg etcd-arg kube-scheduler-arg
+kube-controller-manager-arg kube-cloud-controller-manager-arg kube-controller-arg kube-cloud-controller-arg
+datastore-endpoint datastore-cafile datastore-certfile datastore-keyfile kine-tls default-local-storage-path
+disable disable-scheduler disable-cloud-controller disable-network-policy disable-kube-proxy
+disable-helm-controller disable-apiserver disable-controller-manager disable-etcd embedded-registry
+supervisor-metrics etcd-expose-metrics etcd-disable-snapshots etcd-snapshot-name etcd-snapshot-schedule-cron
+etcd-snapshot-reconcile-interval etcd-snapshot-retention etcd-snapshot-dir etcd-snapshot-compress etcd-s3
+etcd-s3-endpoint etcd-s3-endpoint-ca etcd-s3-skip-ssl-verify etcd-s3-access-key etcd-s3-secret-key
+etcd-s3-session-token etcd-s3-bucket etcd-s3-bucket-lookup-type etcd-s3-region etcd-s3-folder etcd-s3-retention
+etcd-s3-proxy etcd-s3-config-secret etcd-s3-insecure etcd-s3-timeout secrets-encryption
+secrets-encryption-provider system-default-registry
 """.split()
 )
 
@@ -61,7 +73,7 @@ MANAGED_KEYS = {
 
 
 def known_flags(role):
-    return AGENT_FLAGS | SERVER_FLAGS if role == "server" else AGENT_FLAGS
+    return AGENT_FLAGS | SERVER_FLAGS if role == "server" else AGENT_FLAGS | AGENT_ONLY_FLAGS
 
 
 def extra_config_problems(role, extra):
@@ -71,13 +83,44 @@ def extra_config_problems(role, extra):
         if key.startswith("-"):
             problems.append((key, "'%s': write K3s flags without leading dashes" % key))
         elif key not in known_flags(role):
-            hint = " (it is a server-only flag)" if role == "agent" and key in SERVER_FLAGS else ""
+            hint = (
+                " (it is a server-only flag)"
+                if role == "agent" and key in SERVER_FLAGS
+                else " (it is an agent-only flag)" if role == "server" and key in AGENT_ONLY_FLAGS else ""
+            )
             problems.append((key, "'%s' is not a K3s %s flag%s" % (key, role, hint)))
         elif key in MANAGED_KEYS:
             problems.append(
                 (key, "'%s' is managed by %s; set that instead of the free-form map" % (key, MANAGED_KEYS[key]))
             )
     return problems
+
+
+# Labels by which the GPU Operator decides which of its components run on a node: nvidia.com/gpu.deploy.<component>
+# (controllers/state_manager.go of NVIDIA/gpu-operator). Earlier releases of this collection set three names the
+# operator never reads; an inventory that still sets them gets the operator's names and a deprecation warning.
+DEPRECATED_GPU_LABELS = {
+    "nvidia.com/gpu.deploy-gpu-feature": "nvidia.com/gpu.deploy.gpu-feature-discovery",
+    "nvidia.com/gpu.deploy-container-engine-launcher": "nvidia.com/gpu.deploy.container-toolkit",
+    "nvidia.com/gpu.deploy-dcgm": "nvidia.com/gpu.deploy.dcgm",
+}
+
+
+def gpu_node_labels(labels):
+    """(labels with the deprecated GPU Operator names replaced by the operator's own, one warning per name)."""
+    out = {}
+    warnings = []
+    for key, value in sorted((labels or {}).items()):
+        new = DEPRECATED_GPU_LABELS.get(key)
+        if new:
+            warnings.append(
+                "k3s_gpu_node_labels sets %s, which the GPU Operator does not read: it is set as %s instead; "
+                "rename it in the inventory (the old name will stop being accepted)" % (key, new)
+            )
+            out.setdefault(new, value)
+        else:
+            out[key] = value
+    return out, warnings
 
 
 def as_bool(value):

@@ -18,6 +18,23 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
 NS_LABEL = 'namespace="%s"'
 
 
+def serving_monitor(name, ns, labels, serving_namespace, nim, path):
+    """PodMonitor of the serving pods whose component is (In) or is not (NotIn) NIM, scraped at `path`."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PodMonitor",
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": {
+            "namespaceSelector": {"matchNames": [serving_namespace]},
+            "selector": {
+                "matchLabels": {"app.kubernetes.io/part-of": "aiinfra-serving"},
+                "matchExpressions": [{"key": "app.kubernetes.io/component", "operator": nim, "values": ["nim"]}],
+            },
+            "podMetricsEndpoints": [{"port": "http", "path": path, "interval": "15s"}],
+        },
+    }
+
+
 def _quantile(q, name):
     return {
         "record": "aiinfra:inference_latency_seconds:p%d" % round(q * 100),
@@ -262,7 +279,7 @@ def dashboards():
             _panel(
                 6,
                 "KV cache usage",
-                [("avg by (model_name) (vllm:gpu_cache_usage_perc)", "{{model_name}}")],
+                [("avg by (model_name) (vllm:kv_cache_usage_perc)", "{{model_name}}")],
                 "percentunit",
                 12,
                 16,
@@ -341,16 +358,9 @@ def monitoring_manifests(p):
             values,
             p["chart_file"] if p.get("install_mode") == "airgap" else "",
         ),
-        {
-            "apiVersion": "monitoring.coreos.com/v1",
-            "kind": "PodMonitor",
-            "metadata": {"name": "aiinfra-serving", "namespace": ns, "labels": labels},
-            "spec": {
-                "namespaceSelector": {"matchNames": [p["serving_namespace"]]},
-                "selector": {"matchLabels": {"app.kubernetes.io/part-of": "aiinfra-serving"}},
-                "podMetricsEndpoints": [{"port": "http", "path": "/metrics", "interval": "15s"}],
-            },
-        },
+        # vLLM and the gateway serve /metrics; NIM serves /v1/metrics.
+        serving_monitor("aiinfra-serving", ns, labels, p["serving_namespace"], "NotIn", "/metrics"),
+        serving_monitor("aiinfra-nim", ns, labels, p["serving_namespace"], "In", "/v1/metrics"),
         {
             "apiVersion": "monitoring.coreos.com/v1",
             "kind": "ServiceMonitor",

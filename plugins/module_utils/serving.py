@@ -489,7 +489,10 @@ def nim_manifests(models, site, defaults):
                 },
                 **(model.get("env") or {}),
             ),
-            "env_secrets": {"NGC_API_KEY": [defaults["ngc_secret"], "NGC_API_KEY"]},
+            # NVIDIA's air-gap mode: the cache is filled beforehand and NIM gets no NGC key unless it may download.
+            "env_secrets": (
+                {"NGC_API_KEY": [defaults["ngc_secret"], "NGC_API_KEY"]} if defaults.get("download") else {}
+            ),
             "image_pull_secrets": [defaults["pull_secret"]],
             "port": model.get("port", 8000),
             "gpus": int(model.get("gpus", 1)),
@@ -498,6 +501,8 @@ def nim_manifests(models, site, defaults):
             "resources": model.get("resources", defaults["resources"]),
             "startup_timeout": model.get("startup_timeout", 1800),
             "health": {"startup": "/v1/health/ready", "ready": "/v1/health/ready", "live": "/v1/health/live"},
+            # NIM for LLMs serves its Prometheus metrics under /v1 like its health endpoints.
+            "metrics_path": "/v1/metrics",
             "spread_keys": ["kubernetes.io/hostname", "topology.kubernetes.io/zone"],
             "volume_mounts": [
                 {"name": "models", "mountPath": defaults["store_mount"], "readOnly": defaults["store_read_only"]},
@@ -550,13 +555,12 @@ def registry_secret(name, namespace, registry, username, password, labels):
     )
 
 
-def ngc_secrets(api_key, namespace, api_secret, pull_secret):
-    """The NGC API key as an Opaque Secret (NGC_API_KEY) and as the nvcr.io pull secret ($oauthtoken)."""
+def ngc_secrets(api_key, namespace, api_secret, pull_secret, download=False):
+    """The nvcr.io pull secret ($oauthtoken) made of the NGC API key, and, only when NIM may download
+    (download), the key as an Opaque Secret (NGC_API_KEY) for the pods."""
     labels = labels_for("nim", "credentials")
-    return [
-        secret(api_secret, namespace, labels, {"NGC_API_KEY": api_key}),
-        registry_secret(pull_secret, namespace, "nvcr.io", "$oauthtoken", api_key, labels),
-    ]
+    pull = [registry_secret(pull_secret, namespace, "nvcr.io", "$oauthtoken", api_key, labels)]
+    return ([secret(api_secret, namespace, labels, {"NGC_API_KEY": api_key})] if download else []) + pull
 
 
 def model_registry_manifests(nodes, params):

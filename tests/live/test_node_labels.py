@@ -11,11 +11,11 @@ LAB = ROOT / "inventories" / "lab"
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 
 
-def labels_run(live, tmp_path, extra=()):
+def labels_run(live, tmp_path, extra=(), with_proc=False):
     sources = cluster.inventory_sources(LAB)
     proc, result = run_playbook("node_labels.yml", sources[1], live, extra=[*sources[2:], *extra])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    return result
+    return (proc, result) if with_proc else result
 
 
 def node(live, name):
@@ -34,6 +34,9 @@ def test_labels_and_taints_reach_the_nodes_and_a_second_run_changes_nothing(live
     for name in ("lab-gpu-1", "lab-gpu-2"):
         n = node(live, name)
         assert n["metadata"]["labels"]["ai-workload"] == "true"
+        # The GPU Operator's own per-node switches (nvidia.com/gpu.deploy.<component>).
+        for component in ("gpu-feature-discovery", "container-toolkit", "dcgm"):
+            assert n["metadata"]["labels"][f"nvidia.com/gpu.deploy.{component}"] == "true"
         assert GPU_TAINT in n["spec"]["taints"]
         assert json.loads(n["metadata"]["annotations"]["aiinfra.k3s/taints"]) == ["nvidia.com/gpu=present:NoSchedule"]
     server = node(live, "lab-cp-1")
@@ -63,7 +66,7 @@ def test_a_label_or_taint_dropped_from_the_inventory_leaves_the_node(live, lab_n
     assert {"key": "nvidia.com/gpu", "value": "dedicated", "effect": "NoExecute"} in taints
     assert {"key": "example.com/maintenance", "value": "yes", "effect": "PreferNoSchedule"} in taints
     labels = n["metadata"]["labels"]
-    assert "nvidia.com/gpu.deploy-dcgm" not in labels
+    assert "nvidia.com/gpu.deploy.dcgm" not in labels
     assert labels["example.com/rack"] == "r1"
     assert result["stats"]["localhost"]["changed"] > 0
     again = labels_run(live, tmp_path, ["-e", json.dumps(changed)])
@@ -84,3 +87,14 @@ def test_check_mode_reports_without_touching_the_nodes(live, lab_nodes, tmp_path
 
 def test_helpers_are_the_unit_ones():
     assert helpers.ROOT == ROOT
+
+
+def test_deprecated_gpu_operator_label_names_are_set_under_the_operators_names(live, lab_nodes, tmp_path):
+    old = {"k3s_gpu_node_labels": {"ai-workload": "true", "nvidia.com/gpu.deploy-dcgm": "false"}}
+    proc, _result = labels_run(live, tmp_path, ["-e", json.dumps(old)], with_proc=True)
+    labels = node(live, "lab-gpu-1")["metadata"]["labels"]
+    assert labels["nvidia.com/gpu.deploy.dcgm"] == "false"
+    assert "nvidia.com/gpu.deploy-dcgm" not in labels
+    assert "nvidia.com/gpu.deploy-dcgm, which the GPU Operator does not read" in " ".join(proc.stderr.split())
+    labels_run(live, tmp_path)
+    assert node(live, "lab-gpu-1")["metadata"]["labels"]["nvidia.com/gpu.deploy.dcgm"] == "true"

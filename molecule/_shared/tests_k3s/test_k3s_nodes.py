@@ -13,9 +13,9 @@ AIRGAP = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "airgap"
 TOKEN = "molecule-test-token-0123456789abcdef0123456789"
 GPU_LABELS = {
     "ai-workload=true",
-    "nvidia.com/gpu.deploy-gpu-feature=true",
-    "nvidia.com/gpu.deploy-container-engine-launcher=true",
-    "nvidia.com/gpu.deploy-dcgm=true",
+    "nvidia.com/gpu.deploy.gpu-feature-discovery=true",
+    "nvidia.com/gpu.deploy.container-toolkit=true",
+    "nvidia.com/gpu.deploy.dcgm=true",
 }
 GPU_TAINT = "nvidia.com/gpu=present:NoSchedule"
 
@@ -194,10 +194,10 @@ def test_serving_manifests_wait_on_the_first_server(host):
 
 
 CHARTS = {
-    "gpu-operator": "gpu-operator-v25.10.1.tgz",
-    "cert-manager": "cert-manager-v1.18.2.tgz",
-    "monitoring": "kube-prometheus-stack-77.1.1.tgz",
-    "autoscaling": "keda-2.17.0.tgz",
+    "gpu-operator": "gpu-operator-v26.7.1.tgz",
+    "cert-manager": "cert-manager-v1.21.2.tgz",
+    "monitoring": "kube-prometheus-stack-93.9.0.tgz",
+    "autoscaling": "keda-2.21.1.tgz",
 }
 
 

@@ -1,5 +1,6 @@
 import pytest
 from conftest import load_cases
+from ansible_collections.aiinfra.k3s.plugins.module_utils import k3s_config
 
 from ansible_collections.aiinfra.k3s.plugins.filter.k8s_taints import k8s_taints
 from ansible_collections.aiinfra.k3s.plugins.module_utils.k3s_config import (
@@ -49,3 +50,20 @@ def test_parse_taint(text, expected):
 def test_parse_taint_rejects(text):
     with pytest.raises(ValueError, match="key\\[=value\\]:Effect"):
         parse_taint(text)
+
+
+def test_deprecated_gpu_operator_labels_get_the_operators_names():
+    labels, warnings = k3s_config.gpu_node_labels(
+        {"ai-workload": "true", "nvidia.com/gpu.deploy-gpu-feature": "true", "nvidia.com/gpu.deploy-dcgm": "false"}
+    )
+    assert labels == {
+        "ai-workload": "true",
+        "nvidia.com/gpu.deploy.gpu-feature-discovery": "true",
+        "nvidia.com/gpu.deploy.dcgm": "false",
+    }
+    assert len(warnings) == 2 and all("does not read" in w for w in warnings)
+    # The operator's own name wins over a deprecated one set next to it.
+    labels, _warnings = k3s_config.gpu_node_labels(
+        {"nvidia.com/gpu.deploy-dcgm": "false", "nvidia.com/gpu.deploy.dcgm": "true"}
+    )
+    assert labels == {"nvidia.com/gpu.deploy.dcgm": "true"}

@@ -20,7 +20,7 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils import serving as sv
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 
-K8S_VERSION = "1.33"  # K3s v1.33.5+k3s1 (roles/k3s/defaults/main.yml)
+K8S_VERSION = "1.36"  # K3s v1.36.4+k3s1 (roles/k3s/defaults/main.yml)
 POLICIES = yaml.safe_load((DATA / "serving_policy.yml").read_text())
 CRDS = {
     (d["properties"]["apiVersion"]["const"], d["properties"]["kind"]["const"]): d
