@@ -101,7 +101,9 @@ SOURCES: tuple[Source, ...] = (
         defaults="roles/cert_manager/defaults/main.yml",
         key="cert_manager_chart_version",
         derive="same",
-        globs=("deploy/crds/crd-*.yaml",),
+        # Up to v1.18 the templated CRDs sit in deploy/crds; from v1.21 in the chart's templates (deploy/crds then
+        # holds plain reference files its README says not to install). The first pattern that matches is used.
+        globs=("deploy/crds/crd-*.yaml", "deploy/charts/cert-manager/templates/crd-*.yaml"),
         required=("certificates.cert-manager.io", "clusterissuers.cert-manager.io", "issuers.cert-manager.io"),
         render="cert-manager",
     ),
@@ -297,6 +299,9 @@ def crd_names(text: str) -> list[str]:
 # expressions become their values; `include "labels"` becomes the version label. Anything else is refused.
 CERT_MANAGER_CONTROL = re.compile(r'\{\{-?\s*(if\s[^}]*|end|include "cert-manager\.crd-check" \.)\s*-?\}\}')
 CERT_MANAGER_LABELS = re.compile(r'^(\s*#[^{]*?)\s*\{\{-\s*include "labels" \. \| nindent (\d+)\s*\}\}\s*$')
+# From v1.21 the control actions stand on lines of their own, and the CRD labels come from one helper.
+CERT_MANAGER_LINE_CONTROL = re.compile(r'^\s*\{\{-?\s*(if\s[^}]*|end)\s*-?\}\}\s*$')
+CERT_MANAGER_CRD_LABELS = re.compile(r'^\s*\{\{-\s*include "cert-manager\.crd-labels" \. \| nindent (\d+)\s*\}\}\s*$')
 CERT_MANAGER_VALUES = {
     '{{ template "cert-manager.name" . }}': "cert-manager",
     "{{ .Release.Name }}": "cert-manager",
@@ -308,6 +313,19 @@ def render_cert_manager(text: str, version: str) -> str:
     out = []
     for number, line in enumerate(text.splitlines(), 1):
         if "{{" in line:
+            crd_labels = CERT_MANAGER_CRD_LABELS.match(line)
+            if crd_labels:
+                pad = " " * int(crd_labels.group(1))
+                out += [
+                    pad + 'app: "cert-manager"',
+                    pad + 'app.kubernetes.io/name: "cert-manager"',
+                    pad + 'app.kubernetes.io/instance: "cert-manager"',
+                    pad + 'app.kubernetes.io/component: "crds"',
+                    pad + f'app.kubernetes.io/version: "{version}"',
+                ]
+                continue
+            if CERT_MANAGER_LINE_CONTROL.match(line):
+                continue
             labels = CERT_MANAGER_LABELS.match(line)
             if labels:
                 out.append(labels.group(1).rstrip())
@@ -397,7 +415,8 @@ def resolve(source: Source, wanted: str) -> tuple[str, Path]:
 
 def collect(source: Source, version: str, wanted: str, moddir: Path) -> list[tuple[str, str]]:
     """(label, rendered CRD text) of the module's files matching the row's globs."""
-    files = sorted({p for pattern in source.globs for p in moddir.glob(pattern) if p.is_file()})
+    matches = ([p for p in moddir.glob(pattern) if p.is_file()] for pattern in source.globs)
+    files = sorted(next((m for m in matches if m), []))
     if not files:
         raise CrdError(f"{source.module}@{version}: no file matches {', '.join(source.globs)}")
     out, names = [], []

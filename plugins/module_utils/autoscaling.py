@@ -58,6 +58,14 @@ def scaled_object(name, namespace, component, minimum, maximum, server, query, t
     }
 
 
+def keda_values(service_monitors):
+    """KEDA chart values: the metrics endpoints of its three parts, and a ServiceMonitor for each so that the
+    Prometheus Operator scrapes them (the chart creates none unless asked)."""
+    on = bool(service_monitors) and str(service_monitors).lower() not in ("false", "0", "no", "off")
+    part = {"enabled": True, "serviceMonitor": {"enabled": on}}
+    return {"prometheus": {name: dict(part) for name in ("operator", "metricServer", "webhooks")}}
+
+
 def autoscaling_manifests(objects, p):
     """(objects with the autoscaled workloads' replica counts removed, autoscaling objects).
 
@@ -78,7 +86,7 @@ def autoscaling_manifests(objects, p):
                 p["chart_repo"],
                 p["chart_version"],
                 p["namespace"],
-                {"prometheus": {"operator": {"enabled": True}}},
+                keda_values(p.get("service_monitors", True)),
                 p["chart_file"] if p.get("install_mode") == "airgap" else "",
             ),
             scaled_object(

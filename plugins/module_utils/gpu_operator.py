@@ -19,19 +19,49 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
 )
 
 MIG_STRATEGIES = ("none", "single", "mixed")
-# Image repositories of the chart's components: default prefix -> path kept under a mirror registry.
+# Image repositories of the chart's components: values path -> path kept under a mirror registry. Taken from the
+# chart's own values.yaml (deployments/gpu-operator, newest code the Go module proxy serves, v25.3.4) for every key
+# that has a `repository`, with the change of v25.10.0 (NVIDIA/gpu-operator#1483): the validator and the node
+# status exporter are no longer an image of their own but the operator's image (IMAGES pins the image name).
 REPOSITORIES = {
     "operator": "nvidia",
-    "validator": "nvidia/cloud-native",
+    "operator.initContainer": "nvidia",
+    "validator": "nvidia",
     "driver": "nvidia",
+    "driver.manager": "nvidia/cloud-native",
     "toolkit": "nvidia/k8s",
     "devicePlugin": "nvidia",
     "dcgm": "nvidia/cloud-native",
     "dcgmExporter": "nvidia/k8s",
     "gfd": "nvidia",
     "migManager": "nvidia/cloud-native",
-    "nodeStatusExporter": "nvidia/cloud-native",
+    "nodeStatusExporter": "nvidia",
+    "gds": "nvidia/cloud-native",
+    "gdrcopy": "nvidia/cloud-native",
+    "vgpuManager.driverManager": "nvidia/cloud-native",
+    "vgpuDeviceManager": "nvidia/cloud-native",
+    "vfioManager": "nvidia",
+    "vfioManager.driverManager": "nvidia/cloud-native",
+    "kataManager": "nvidia/cloud-native",
+    "sandboxDevicePlugin": "nvidia",
+    "ccManager": "nvidia/cloud-native",
 }
+IMAGES = {"validator": "gpu-operator", "nodeStatusExporter": "gpu-operator"}
+
+
+def mirror_values(registry):
+    """Values that point every component's image at the same path under a mirror registry."""
+    registry = registry.rstrip("/")
+    values = {}
+    for path, repository in REPOSITORIES.items():
+        node = values
+        for part in path.split("."):
+            node = node.setdefault(part, {})
+        node["repository"] = "%s/%s" % (registry, repository)
+        if path in IMAGES:
+            node["image"] = IMAGES[path]
+    values["node-feature-discovery"] = {"image": {"repository": "%s/nfd/node-feature-discovery" % registry}}
+    return values
 
 
 def merge(base, extra):
@@ -95,10 +125,7 @@ def chart_values(params):
             "default": params["time_slicing_default"] or "",
         }
     if params["registry"]:
-        registry = params["registry"].rstrip("/")
-        for component, path in REPOSITORIES.items():
-            values.setdefault(component, {})["repository"] = "%s/%s" % (registry, path)
-        values["node-feature-discovery"]["image"] = {"repository": "%s/nfd/node-feature-discovery" % registry}
+        values = merge(values, mirror_values(params["registry"]))
     return merge(values, params.get("extra_values") or {})
 
 

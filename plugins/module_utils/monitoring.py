@@ -18,8 +18,9 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
 NS_LABEL = 'namespace="%s"'
 
 
-def serving_monitor(name, ns, labels, serving_namespace, nim, path):
-    """PodMonitor of the serving pods whose component is (In) or is not (NotIn) NIM, scraped at `path`."""
+def serving_monitor(name, ns, labels, serving_namespace, components, path):
+    """PodMonitor of the serving pods whose component is (In, [...]) or is not (NotIn, [...]) one of a list,
+    scraped at `path`."""
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PodMonitor",
@@ -28,7 +29,9 @@ def serving_monitor(name, ns, labels, serving_namespace, nim, path):
             "namespaceSelector": {"matchNames": [serving_namespace]},
             "selector": {
                 "matchLabels": {"app.kubernetes.io/part-of": "aiinfra-serving"},
-                "matchExpressions": [{"key": "app.kubernetes.io/component", "operator": nim, "values": ["nim"]}],
+                "matchExpressions": [
+                    {"key": "app.kubernetes.io/component", "operator": components[0], "values": components[1]}
+                ],
             },
             "podMetricsEndpoints": [{"port": "http", "path": path, "interval": "15s"}],
         },
@@ -358,9 +361,10 @@ def monitoring_manifests(p):
             values,
             p["chart_file"] if p.get("install_mode") == "airgap" else "",
         ),
-        # vLLM and the gateway serve /metrics; NIM serves /v1/metrics.
-        serving_monitor("aiinfra-serving", ns, labels, p["serving_namespace"], "NotIn", "/metrics"),
-        serving_monitor("aiinfra-nim", ns, labels, p["serving_namespace"], "In", "/v1/metrics"),
+        # vLLM serves /metrics, NIM /v1/metrics, the gateway (LiteLLM's prometheus callback) /metrics/.
+        serving_monitor("aiinfra-serving", ns, labels, p["serving_namespace"], ("NotIn", ["nim", "gateway"]), "/metrics"),
+        serving_monitor("aiinfra-nim", ns, labels, p["serving_namespace"], ("In", ["nim"]), "/v1/metrics"),
+        serving_monitor("aiinfra-gateway", ns, labels, p["serving_namespace"], ("In", ["gateway"]), "/metrics/"),
         {
             "apiVersion": "monitoring.coreos.com/v1",
             "kind": "ServiceMonitor",

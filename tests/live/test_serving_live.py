@@ -3,6 +3,7 @@ the real scheduler and controllers made of them. Simulated: kwok plays the kubel
 scheduled and admitted, not a container that ran; no image is pulled and no GPU exists."""
 
 import json
+import os
 from pathlib import Path
 
 import cluster
@@ -29,8 +30,8 @@ def site_inventory(site, tmp_path_factory):
 
 @pytest.fixture(scope="module", params=SITES, ids=[s["id"] for s in SITES])
 def applied(request, live, tmp_path_factory):
-    site = request.param
-    sources = site_inventory(site, tmp_path_factory)
+    sources = site_inventory(request.param, tmp_path_factory)
+    site = dict(request.param, sources=sources)
     nodes = live.use_site(Path(sources[1])) if len(sources) == 2 else live.use_site(ROOT / site["inventory"])
     extra = [*sources[2:], "-e", json.dumps({**SECRETS, "aiinfra_namespace": site["namespace"]})]
     proc, result = run_playbook("node_labels.yml", sources[1], live, extra=extra)
@@ -135,3 +136,45 @@ def test_the_gpu_verifier_finds_no_error_in_what_the_scheduler_placed(live, appl
     assert proc.returncode == 0, proc.stdout[-3000:]
     detail = stage_entries(result)["gpu_allocation"]["detail"]
     assert "; 0 error(s), 0 warning(s)" in detail, detail
+
+
+def test_the_serving_stage_alone_asks_the_api_itself(live, applied, tmp_path):
+    """serving.yml run on its own (as --tags serving does): nothing before it reached the API, so the stage must ask
+    for itself. The hosts are this machine (local connection), the auto-deploy directory a temporary one."""
+    site, _nodes, _gpus, _result = applied
+    if site["id"] != "three-gpu-nodes":
+        pytest.skip("one site is enough")
+    sources = site["sources"]
+    local = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+        "ansible_become": False,
+        "manifests_server_dir": str(tmp_path / "manifests"),
+        "model_registry_path": str(tmp_path / "store"),
+        "model_registry_owner": str(os.getuid()),
+        "model_registry_group": str(os.getgid()),
+        "model_registry_min_free_gib": 0,
+        "manifests_kubeconfig": str(live.kubeconfig),
+        "manifests_rollout_timeout": 120,
+        **SECRETS,
+        "aiinfra_namespace": site["namespace"],
+    }
+    (tmp_path / "manifests").mkdir()
+    proc, result = run_playbook("serving.yml", sources[1], live, extra=[*sources[2:], "-e", json.dumps(local)])
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    entry = stage_entries(result)["serving"]
+    assert entry["status"] == "ran", entry
+    assert "rollouts complete" in entry["detail"], entry
+    assert sorted(p.name for p in (tmp_path / "manifests").glob("*.yaml"))
+
+
+def test_tensor_parallel_pods_land_on_whole_gpus_only(live, applied):
+    """The real scheduler, with the node affinity the plan renders: the two-GPU model goes to the node whose GPUs
+    are not time-sliced (gpu-b); kwok nodes carry GPU Feature Discovery's nvidia.com/gpu.replicas label."""
+    site, _nodes, _gpus, _result = applied
+    if site["id"] != "full":
+        pytest.skip("the full site is the one with time-slicing and tensor parallelism")
+    assert live.get("node", "gpu-a")["metadata"]["labels"]["nvidia.com/gpu.replicas"] == "2"
+    (tp,) = live.items("pods", "-n", site["namespace"], "-l", "app.kubernetes.io/name=vllm-nemotron-35b")
+    assert tp["spec"]["nodeName"] == "gpu-b"
+    assert tp["status"]["phase"] == "Running"

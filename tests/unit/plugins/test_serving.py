@@ -292,8 +292,13 @@ def side_allows(policies, direction, pod, peer, port, named):
 
 
 def pod_of(end, docs):
-    if "deployment" in end:
-        (dep,) = [d for d in workloads(docs) if d["metadata"]["name"] == end["deployment"]]
+    if "deployment" in end or "component" in end:
+        (dep,) = [
+            d
+            for d in workloads(docs)
+            if d["metadata"]["name"] == end.get("deployment")
+            or d["metadata"]["labels"]["app.kubernetes.io/component"] == end.get("component")
+        ][:1]
         container = dep["spec"]["template"]["spec"]["containers"][0]
         ports = {p["name"]: p["containerPort"] for p in container["ports"]}
         return {
@@ -388,7 +393,7 @@ def test_gpu_operator_chart_is_shaped_for_k3s(rendered):
     site, docs, _out, _proc = rendered
     chart, values = helm_values(docs)
     assert (chart["metadata"]["namespace"], chart["spec"]["targetNamespace"]) == ("kube-system", "gpu-operator")
-    assert chart["spec"]["version"] == "v25.10.1" and chart["spec"]["repo"].startswith("https://")
+    assert chart["spec"]["version"] == "v26.7.1" and chart["spec"]["repo"].startswith("https://")
     known = set(CRDS[("helm.cattle.io/v1", "HelmChart")]["x-gpu-operator-values"])
     assert set(values) <= known, set(values) - known
     env = {e["name"]: e["value"] for e in values["toolkit"]["env"]}
@@ -405,6 +410,12 @@ def test_gpu_operator_chart_is_shaped_for_k3s(rendered):
         assert values["devicePlugin"]["config"] == {"name": "time-slicing-config", "default": "exclusive"}
         assert values["toolkit"]["repository"] == "registry.site.internal:5000/nvidia/k8s"
         assert values["node-feature-discovery"]["image"]["repository"].startswith("registry.site.internal:5000/")
+        # Since v25.10 the validator and the node status exporter are the operator's own image.
+        for component in ("validator", "nodeStatusExporter"):
+            assert values[component]["repository"] == values["operator"]["repository"]
+            assert values[component]["image"] == "gpu-operator"
+        assert values["operator"]["repository"] == "registry.site.internal:5000/nvidia"
+        assert values["driver"]["manager"]["repository"] == "registry.site.internal:5000/nvidia/cloud-native"
     else:
         assert "config" not in values["devicePlugin"] and "mig" not in values
 
@@ -634,8 +645,9 @@ def test_nim_backends_follow_the_nim_notes(rendered):
     container = pod["containers"][0]
     assert container["readinessProbe"]["httpGet"]["path"] == "/v1/health/ready"
     assert container["livenessProbe"]["httpGet"]["path"] == "/v1/health/live"
-    ngc = next(e for e in container["env"] if e["name"] == "NGC_API_KEY")
-    assert ngc["valueFrom"]["secretKeyRef"] == {"name": "ngc-api", "key": "NGC_API_KEY"}
+    # NVIDIA's air-gap mode: the cache is pre-seeded, so the pods get no NGC key (only the pull secret uses it).
+    assert not [e for e in container["env"] if e["name"] == "NGC_API_KEY"]
+    assert dep["spec"]["template"]["metadata"]["annotations"]["prometheus.io/path"] == "/v1/metrics"
     (hpa,) = [h for h in of_kind(docs, "HorizontalPodAutoscaler") if h["metadata"]["name"] == name]
     assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (2, 3)
     assert hpa["spec"]["scaleTargetRef"]["name"] == name
@@ -653,7 +665,7 @@ def test_secrets_are_rendered_only_on_request_and_never_printed(rendered):
     assert GATEWAY_KEY not in proc.stdout + proc.stderr and NGC_KEY not in proc.stdout + proc.stderr
     secrets = {s["metadata"]["name"]: s for s in of_kind(docs, "Secret")}
     assert secrets["litellm-master-key"]["stringData"]["LITELLM_MASTER_KEY"] == GATEWAY_KEY
-    assert secrets["ngc-api"]["stringData"]["NGC_API_KEY"] == NGC_KEY
+    assert "ngc-api" not in secrets  # only with nim_download
     auths = json.loads(secrets["ngc-registry"]["stringData"][".dockerconfigjson"])["auths"]
     assert auths["nvcr.io"]["username"] == "$oauthtoken" and auths["nvcr.io"]["password"] == NGC_KEY
     for path in out.glob("*.yaml"):
@@ -796,3 +808,134 @@ def test_manifests_do_not_depend_on_node_order():
     b_first = {"gpu-b": {"gpus": 2, "replicas": 1}, "gpu-a": {"gpus": 1, "replicas": 4}}
     a_first = dict(sorted(b_first.items()))
     assert sv.model_registry_manifests(b_first, params) == sv.model_registry_manifests(a_first, params)
+
+
+def test_every_serving_pod_is_scraped_once_at_its_own_metrics_path(rendered):
+    """Each model server and gateway pod is selected by exactly one PodMonitor, on the path it serves (NIM: /v1)."""
+    site, docs, _out, _proc = rendered
+    monitors = [d for d in of_kind(docs, "PodMonitor")]
+    if not monitors:
+        return
+
+    def selects(monitor, labels):
+        selector = monitor["spec"]["selector"]
+        if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+            return False
+        for expr in selector.get("matchExpressions", []):
+            inside = labels.get(expr["key"]) in expr["values"]
+            if inside != (expr["operator"] == "In"):
+                return False
+        return True
+
+    for dep in workloads(docs):
+        template = dep["spec"]["template"]
+        path = template["metadata"].get("annotations", {}).get("prometheus.io/path")
+        if not path:
+            continue
+        chosen = [m for m in monitors if selects(m, template["metadata"]["labels"])]
+        assert len(chosen) == 1, (dep["metadata"]["name"], [m["metadata"]["name"] for m in chosen])
+        assert chosen[0]["spec"]["podMetricsEndpoints"][0]["path"] == path, dep["metadata"]["name"]
+
+
+def test_keda_metrics_are_scraped_through_service_monitors(rendered):
+    site, docs, _out, _proc = rendered
+    charts = {c["metadata"]["name"]: c["spec"] for c in of_kind(docs, "HelmChart")}
+    if "keda" not in charts:
+        return
+    values = yaml.safe_load(charts["keda"]["valuesContent"])
+    for part in ("operator", "metricServer", "webhooks"):
+        assert values["prometheus"][part]["enabled"] is True, part
+        assert values["prometheus"][part]["serviceMonitor"]["enabled"] is True, part
+
+
+SLICED = {"gpu-a": {"gpus": 2, "replicas": 2}, "gpu-b": {"gpus": 2, "replicas": 1}}
+IMAGE = "vllm/vllm-openai:v0.34.0"
+
+
+@pytest.mark.parametrize(
+    ("models", "capacity", "fragment"),
+    [
+        # A tensor-parallel model fits the node without time-slicing...
+        ([{"served_name": "tp", "path": "m", "tensor_parallel_size": 2}], SLICED, None),
+        # ...but not when every node slices its GPUs: the device plugin would refuse two slices.
+        (
+            [{"served_name": "tp", "path": "m", "tensor_parallel_size": 2}],
+            {"gpu-a": {"gpus": 2, "replicas": 2}},
+            "needs 2 whole GPUs on one node",
+        ),
+        # Two tensor-parallel replicas need four whole GPUs; the unsliced node has two.
+        (
+            [{"served_name": "tp", "path": "m", "tensor_parallel_size": 2, "replicas": 2}],
+            SLICED,
+            "need 4 whole GPUs in all but the nodes without time-slicing have 2",
+        ),
+        # An explicit 0.9 on a GPU shared two ways: the second pod on the GPU fails at start.
+        ([{"served_name": "q", "path": "m", "gpu_memory_utilization": 0.9}], SLICED, "set it to at most 0.5"),
+        ([{"served_name": "q", "path": "m", "gpu_memory_utilization": 0.45}], SLICED, None),
+        ([{"served_name": "q", "path": "m", "gpu_memory_utilization": "lots"}], SLICED, "not a number between"),
+        # Weights against the memory share: the notes' 35B model (65 GiB in bf16) on a 24 GB L4 at TP 1.
+        (
+            [{"served_name": "n", "path": "m", "weights_gib": 65.2}],
+            {"l4": {"gpus": 1, "replicas": 1, "memory_mib": 23034}},
+            "65.2 GiB of weights over 1 GPU(s) is 65.2 GiB per GPU",
+        ),
+        ([{"served_name": "n", "path": "m", "weights_gib": 14.2}], {"l4": {"gpus": 1, "replicas": 1, "memory_mib": 23034}}, None),
+        # The same 14.2 GiB on an L4 sliced two ways: its share is 0.45 x 22.5 GiB.
+        (
+            [{"served_name": "n", "path": "m", "weights_gib": 14.2}],
+            {"l4": {"gpus": 1, "replicas": 2, "memory_mib": 23034}},
+            "more than its share of l4 can hold",
+        ),
+        # Split over 4 A100s it fits.
+        (
+            [{"served_name": "n", "path": "m", "weights_gib": 65.2, "tensor_parallel_size": 4}],
+            {"a100": {"gpus": 4, "replicas": 1, "memory_mib": 81920}},
+            None,
+        ),
+        # Unknown GPU memory: nothing to compare with, no refusal.
+        ([{"served_name": "n", "path": "m", "weights_gib": 65.2}], {"x": {"gpus": 1, "replicas": 1}}, None),
+    ],
+)
+def test_plans_that_time_slicing_or_gpu_memory_cannot_hold_are_refused(models, capacity, fragment):
+    problems = sv.plan_problems(models, capacity, IMAGE)
+    if fragment is None:
+        assert problems == []
+    else:
+        assert any(fragment in p for p in problems), problems
+
+
+def test_weights_measured_in_the_seed_directory_are_checked():
+    l4 = {"l4": {"gpus": 1, "replicas": 1, "memory_mib": 23034}}
+    models = [{"served_name": "n", "path": "nvidia/big"}]
+    assert sv.plan_problems(models, l4, IMAGE, weights={"nvidia/big": 30.0})
+    assert sv.plan_problems(models, l4, IMAGE, weights={"nvidia/big": 10.0}) == []
+    # A declared size wins over the measured one.
+    assert sv.plan_problems([dict(models[0], weights_gib=10)], l4, IMAGE, weights={"nvidia/big": 30.0}) == []
+
+
+def test_the_memory_share_follows_the_slices_of_a_shared_gpu():
+    assert sv.memory_utilization({}, 1) == 0.9
+    assert sv.memory_utilization({}, 2) == 0.45
+    assert sv.memory_utilization({}, 3) == 0.3
+    assert sv.memory_utilization({"gpu_memory_utilization": 0.8}, 4) == 0.8
+    assert sv.gpu_share(1, [1, 2, 4]) == 4
+    assert sv.gpu_share(2, [1, 2, 4]) == 1
+
+
+def test_time_sliced_site_keeps_tensor_parallel_pods_off_shared_gpus(rendered):
+    site, docs, _out, _proc = rendered
+    if site != "full":
+        return
+    by_name = {d["metadata"]["name"]: d for d in workloads(docs)}
+    tp = by_name["vllm-nemotron-35b"]["spec"]["template"]["spec"]
+    (term,) = tp["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term["matchExpressions"] == [{"key": "nvidia.com/gpu.replicas", "operator": "NotIn", "values": ["2"]}]
+    args = tp["containers"][0]["args"]
+    assert args[args.index("--gpu-memory-utilization") + 1] == "0.9"
+    single = by_name["vllm-qwen-7b"]["spec"]["template"]["spec"]
+    assert "affinity" not in single
+    args = single["containers"][0]["args"]
+    assert args[args.index("--gpu-memory-utilization") + 1] == "0.45"  # it may share a GPU two ways
+    (config,) = [d for d in of_kind(docs, "ConfigMap") if d["metadata"]["name"] == "time-slicing-config"]
+    shared = yaml.safe_load(config["data"]["shared"])
+    assert shared["sharing"]["timeSlicing"]["failRequestsGreaterThanOne"] is True
