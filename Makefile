@@ -27,7 +27,7 @@ AIRGAP_ARGS := $(if $(K3S_AIRGAP_DIR),-e k3s_install_mode=airgap -e k3s_airgap_d
 
 CLUSTER_INVENTORY ?= inventories/lab
 
-.PHONY: help venv links crd-deps test-tools docs-check lab lab-up lab-down lab-status test lint yamllint ansible-lint ruff sanity unit molecule bench clean kube-build cluster cluster-down live charts
+.PHONY: help venv links crd-deps test-tools docs-check lab lab-up lab-down lab-status test lint yamllint ansible-lint ruff sanity unit molecule bench clean kube-build cluster cluster-down live charts versions
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -73,6 +73,9 @@ cluster: venv links ## Live control plane on loopback, kwok nodes of CLUSTER_INV
 
 cluster-down: ## Stop the live control plane and remove its state
 	python3 lab/cluster.py down
+
+versions: venv links ## Each pin against the newest release PyPI and the Go module proxy list; fails past end of support
+	$(BIN)/python lab/versions.py
 
 charts: venv links ## Render the GPU Operator and cert-manager charts (Go modules) with our values; unknown value paths fail
 	$(BIN)/python lab/charts.py check --inventory inventories/example --allow-unavailable

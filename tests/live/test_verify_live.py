@@ -73,6 +73,21 @@ def test_the_allocation_playbook_reports_ran_through_the_api(live, site):
     assert stages["gpu_cuda"]["status"] == "skipped"
 
 
+def test_a_vectoradd_that_cannot_run_fails_and_says_why(live, site):
+    """Every GPU of the site is taken by the model's replicas, so each vectorAdd Job stays Pending: the run must
+    fail (not report PASS), and print the scheduler's reason before the namespace is removed."""
+    proc, _result = run_playbook(
+        "gpu_allocation.yml",
+        site,
+        live,
+        extra=["-e", f"gpu_verify_kubeconfig={live.kubeconfig}", "-e", "gpu_verify_vectoradd_timeout=5"],
+    )
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    assert "vectorAdd failed on gpu-1, gpu-2, gpu-3" in " ".join(proc.stdout.split()), proc.stdout[-3000:]
+    assert "Insufficient nvidia.com/gpu" in proc.stdout, proc.stdout[-3000:]
+    assert live.items("namespaces", "--field-selector", "metadata.name=aiinfra-gpu-verify") == []
+
+
 def test_a_node_advertising_fewer_gpus_than_its_hardware_is_a_mismatch(live, site):
     # Runs before the faults below are planted. nvidia-smi would count two GPUs on gpu-3; its node advertises one.
     found = codes(analyse(live, dict(EXPECTED, **{"gpu-3": {"physical": 2}})))
