@@ -95,6 +95,27 @@ def test_deprecated_gpu_operator_label_names_are_set_under_the_operators_names(l
     labels = node(live, "lab-gpu-1")["metadata"]["labels"]
     assert labels["nvidia.com/gpu.deploy.dcgm"] == "false"
     assert "nvidia.com/gpu.deploy-dcgm" not in labels
-    assert "nvidia.com/gpu.deploy-dcgm, which the GPU Operator does not read" in " ".join(proc.stderr.split())
+    assert "nvidia.com/gpu.deploy-dcgm, which the GPU Operator does not read" in " ".join(
+        (proc.stdout + proc.stderr).split()
+    )
     labels_run(live, tmp_path)
     assert node(live, "lab-gpu-1")["metadata"]["labels"]["nvidia.com/gpu.deploy.dcgm"] == "true"
+
+
+def test_an_upgrade_that_skips_a_minor_version_is_refused_before_any_node(live, lab_nodes, tmp_path):
+    """The nodes report K3s v1.33 (as nodes of the old pin would); upgrade.yml to the pinned v1.36 must stop on the
+    controller, naming the steps, before it drains or touches a node."""
+    old = {"status": {"nodeInfo": {"kubeletVersion": "v1.33.5+k3s1"}}}
+    for name in lab_nodes:
+        live.kubectl("patch", "node", name, "--subresource=status", "--type=merge", "-p", json.dumps(old))
+    sources = cluster.inventory_sources(LAB)
+    proc, result = run_playbook("upgrade.yml", sources[1], live, extra=sources[2:])
+    text = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode != 0, text[-3000:]
+    assert "would skip 1.34, 1.35" in text, text[-3000:]
+    assert "v1.34.9+k3s1 -> v1.35.8+k3s1 -> v1.36.4+k3s1" in text, text[-3000:]
+    assert not [n for n in lab_nodes if live.get("node", n)["spec"].get("unschedulable")]  # nothing drained
+    # The hosts only went through the in-memory grouping play (group_by, no connection): nothing ran on them.
+    for host, stats in result["stats"].items():
+        if host != "localhost":
+            assert (stats["ok"], stats["changed"], stats["unreachable"]) == (1, 0, 0), (host, stats)
