@@ -300,7 +300,7 @@ def crd_names(text: str) -> list[str]:
 CERT_MANAGER_CONTROL = re.compile(r'\{\{-?\s*(if\s[^}]*|end|include "cert-manager\.crd-check" \.)\s*-?\}\}')
 CERT_MANAGER_LABELS = re.compile(r'^(\s*#[^{]*?)\s*\{\{-\s*include "labels" \. \| nindent (\d+)\s*\}\}\s*$')
 # From v1.21 the control actions stand on lines of their own, and the CRD labels come from one helper.
-CERT_MANAGER_LINE_CONTROL = re.compile(r'^\s*\{\{-?\s*(if\s[^}]*|end)\s*-?\}\}\s*$')
+CERT_MANAGER_LINE_CONTROL = re.compile(r"^\s*\{\{-?\s*(if\s[^}]*|end)\s*-?\}\}\s*$")
 CERT_MANAGER_CRD_LABELS = re.compile(r'^\s*\{\{-\s*include "cert-manager\.crd-labels" \. \| nindent (\d+)\s*\}\}\s*$')
 CERT_MANAGER_VALUES = {
     '{{ template "cert-manager.name" . }}': "cert-manager",

@@ -46,7 +46,12 @@ class Pin:
 
 
 PINS = (
-    Pin("K3s", "roles/k3s/defaults/main.yml", "k3s_version", "none:the Go module proxy serves no github.com/k3s-io/k3s"),
+    Pin(
+        "K3s",
+        "roles/k3s/defaults/main.yml",
+        "k3s_version",
+        "none:the Go module proxy serves no github.com/k3s-io/k3s",
+    ),
     Pin("Kubernetes (in K3s)", "roles/k3s/defaults/main.yml", "k3s_version", "go:k8s.io/kubernetes"),
     Pin(
         "GPU Operator",
@@ -54,7 +59,12 @@ PINS = (
         "gpu_operator_chart_version",
         "none:its tags are not served by the Go module proxy (module path without /vNN)",
     ),
-    Pin("cert-manager", "roles/cert_manager/defaults/main.yml", "cert_manager_chart_version", "go:github.com/cert-manager/cert-manager"),
+    Pin(
+        "cert-manager",
+        "roles/cert_manager/defaults/main.yml",
+        "cert_manager_chart_version",
+        "go:github.com/cert-manager/cert-manager",
+    ),
     Pin("KEDA", "roles/autoscaling/defaults/main.yml", "autoscaling_chart_version", "go:github.com/kedacore/keda/v2"),
     Pin(
         "kube-prometheus-stack",
@@ -142,7 +152,9 @@ def support_problems(k3s_version: str, today: datetime.date) -> list[str]:
             f"k8s_support.py (written {k8s_support.WRITTEN}): add it"
         ]
     if today > datetime.date.fromisoformat(date):
-        return [f"k3s_version {k3s_version}: Kubernetes 1.{k8s_support.minor(k3s_version)} left upstream support on {date}"]
+        return [
+            f"k3s_version {k3s_version}: Kubernetes 1.{k8s_support.minor(k3s_version)} left upstream support on {date}"
+        ]
     return []
 
 

@@ -86,7 +86,9 @@ def extra_config_problems(role, extra):
             hint = (
                 " (it is a server-only flag)"
                 if role == "agent" and key in SERVER_FLAGS
-                else " (it is an agent-only flag)" if role == "server" and key in AGENT_ONLY_FLAGS else ""
+                else " (it is an agent-only flag)"
+                if role == "server" and key in AGENT_ONLY_FLAGS
+                else ""
             )
             problems.append((key, "'%s' is not a K3s %s flag%s" % (key, role, hint)))
         elif key in MANAGED_KEYS:

@@ -362,7 +362,9 @@ def monitoring_manifests(p):
             p["chart_file"] if p.get("install_mode") == "airgap" else "",
         ),
         # vLLM serves /metrics, NIM /v1/metrics, the gateway (LiteLLM's prometheus callback) /metrics/.
-        serving_monitor("aiinfra-serving", ns, labels, p["serving_namespace"], ("NotIn", ["nim", "gateway"]), "/metrics"),
+        serving_monitor(
+            "aiinfra-serving", ns, labels, p["serving_namespace"], ("NotIn", ["nim", "gateway"]), "/metrics"
+        ),
         serving_monitor("aiinfra-nim", ns, labels, p["serving_namespace"], ("In", ["nim"]), "/v1/metrics"),
         serving_monitor("aiinfra-gateway", ns, labels, p["serving_namespace"], ("In", ["gateway"]), "/metrics/"),
         {

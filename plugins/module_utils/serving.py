@@ -705,7 +705,7 @@ def memory_problems(work, capacity, weights_gib):
     try:
         weights_gib = float(weights_gib)
     except (TypeError, ValueError):
-        return problems + ["%s: weights_gib %r is not a number of GiB" % (work["name"], weights_gib)]
+        return [*problems, "%s: weights_gib %r is not a number of GiB" % (work["name"], weights_gib)]
     node = min(memories, key=lambda n: (memories[n], n))
     room = memories[node] / 1024.0 * utilization
     per_gpu = float(weights_gib) / work["gpus"]

@@ -165,7 +165,20 @@ def test_the_serving_stage_alone_asks_the_api_itself(live, applied, tmp_path):
     entry = stage_entries(result)["serving"]
     assert entry["status"] == "ran", entry
     assert "rollouts complete" in entry["detail"], entry
-    assert sorted(p.name for p in (tmp_path / "manifests").glob("*.yaml"))
+    assert (tmp_path / "manifests" / "aiinfra-monitoring.yaml").exists()
+    monitoring = local.get("monitoring_namespace", "monitoring")
+    assert live.items("podmonitors", "-n", monitoring)
+    # Monitoring switched off: its file goes, and so do its objects (K3s would leave them running); its namespace,
+    # which another component may share, stays.
+    proc, result = run_playbook(
+        "serving.yml", sources[1], live, extra=[*sources[2:], "-e", json.dumps(dict(local, monitoring_enabled=False))]
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert not (tmp_path / "manifests" / "aiinfra-monitoring.yaml").exists()
+    assert live.items("podmonitors", "-n", monitoring) == []
+    charts = live.items("helmcharts.helm.cattle.io", "-n", "kube-system")
+    assert "kube-prometheus-stack" not in [c["metadata"]["name"] for c in charts]
+    assert live.get("namespace", monitoring)["metadata"]["name"] == monitoring
 
 
 def test_tensor_parallel_pods_land_on_whole_gpus_only(live, applied):

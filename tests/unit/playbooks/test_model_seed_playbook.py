@@ -98,7 +98,9 @@ def test_free_space_in_check_mode_is_read_where_the_store_will_be(tmp_path, min_
         pytest.skip("needs /dev/shm on its own file system")
     store = Path(tempfile.mkdtemp(dir=shm)) / "not-yet" / "store"
     try:
-        proc, result = seed(tmp_path, tmp_path / "src", store, check=True, required=False, models=(), min_free_gib=min_free_gib)
+        proc, _result = seed(
+            tmp_path, tmp_path / "src", store, check=True, required=False, models=(), min_free_gib=min_free_gib
+        )
     finally:
         shutil.rmtree(store.parents[1])
     assert (proc.returncode == 0) is ok, proc.stdout[-3000:]

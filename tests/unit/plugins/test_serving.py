@@ -812,7 +812,7 @@ def test_manifests_do_not_depend_on_node_order():
 
 def test_every_serving_pod_is_scraped_once_at_its_own_metrics_path(rendered):
     """Each model server and gateway pod is selected by exactly one PodMonitor, on the path it serves (NIM: /v1)."""
-    site, docs, _out, _proc = rendered
+    _site, docs, _out, _proc = rendered
     monitors = [d for d in of_kind(docs, "PodMonitor")]
     if not monitors:
         return
@@ -838,7 +838,7 @@ def test_every_serving_pod_is_scraped_once_at_its_own_metrics_path(rendered):
 
 
 def test_keda_metrics_are_scraped_through_service_monitors(rendered):
-    site, docs, _out, _proc = rendered
+    _site, docs, _out, _proc = rendered
     charts = {c["metadata"]["name"]: c["spec"] for c in of_kind(docs, "HelmChart")}
     if "keda" not in charts:
         return
@@ -879,7 +879,11 @@ IMAGE = "vllm/vllm-openai:v0.34.0"
             {"l4": {"gpus": 1, "replicas": 1, "memory_mib": 23034}},
             "65.2 GiB of weights over 1 GPU(s) is 65.2 GiB per GPU",
         ),
-        ([{"served_name": "n", "path": "m", "weights_gib": 14.2}], {"l4": {"gpus": 1, "replicas": 1, "memory_mib": 23034}}, None),
+        (
+            [{"served_name": "n", "path": "m", "weights_gib": 14.2}],
+            {"l4": {"gpus": 1, "replicas": 1, "memory_mib": 23034}},
+            None,
+        ),
         # The same 14.2 GiB on an L4 sliced two ways: its share is 0.45 x 22.5 GiB.
         (
             [{"served_name": "n", "path": "m", "weights_gib": 14.2}],
