@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, aiinfra.k3s developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The edge: K3s's bundled Traefik (v3 in K3s v1.33, CRD group traefik.io/v1alpha1) routing the site's host and
+"""The edge: K3s's bundled Traefik (v3 in K3s v1.36, CRD group traefik.io/v1alpha1) routing the site's host and
 path prefix to the gateway with TLS, a rate limit and an HTTP to HTTPS redirect; cert-manager (a K3s
 HelmChart) issuing the certificate from an ACME HTTP-01 or a private CA ClusterIssuer."""
 

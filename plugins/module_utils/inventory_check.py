@@ -226,7 +226,7 @@ def check_cluster(hosts, hostvars, defaults):
                     host,
                     "k3s_version",
                     "%r is not a K3s version of the form v1.x.y+k3sN" % version,
-                    "use a release tag such as v1.33.5+k3s1",
+                    "use a release tag such as v1.36.4+k3s1",
                 )
             )
         extra_var = "k3s_server_extra_config" if role == "server" else "k3s_agent_extra_config"
