@@ -313,13 +313,17 @@ def assemble_cert_manager(module_dir: Path, version: str, out: Path) -> None:
         if (src / name).exists():
             shutil.copyfile(src / name, out / name)
     (out / "README.md").write_text((src / "README.template.md").read_text().replace("{{RELEASE_VERSION}}", version))
+    # Up to v1.18 the chart's metadata is Chart.template.yaml; from v1.21 a Chart.yaml with version v0.0.0 that
+    # the release build sets, the same way.
+    template = src / "Chart.template.yaml" if (src / "Chart.template.yaml").exists() else src / "Chart.yaml"
     (out / "Chart.yaml").write_text(
-        chart_yaml_from_template(
-            (src / "Chart.template.yaml").read_text(), version, (src / "signkey_annotation.txt").read_text()
-        )
+        chart_yaml_from_template(template.read_text(), version, (src / "signkey_annotation.txt").read_text())
     )
-    crds = sorted((module_dir / "deploy" / "crds").glob("*.yaml"))
-    (out / "templates" / "crds.yaml").write_text(concat_yaml([p.read_text() for p in crds]))
+    # Up to v1.18 the CRD templates sit in deploy/crds and the build concatenates them into templates/crds.yaml;
+    # from v1.21 they are the chart's own templates/crd-*.yaml, copied above.
+    if not list((src / "templates").glob("crd-*.yaml")):
+        crds = sorted((module_dir / "deploy" / "crds").glob("*.yaml"))
+        (out / "templates" / "crds.yaml").write_text(concat_yaml([p.read_text() for p in crds]))
 
 
 def copy_chart(module_dir: Path, subdir: str, out: Path) -> None:

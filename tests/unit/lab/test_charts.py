@@ -332,8 +332,8 @@ def test_check_the_collection_against_the_real_charts(root):
         check=False,
     )
     out = proc.stdout
-    assert f"keda: version 2.17.0, source https://kedacore.github.io/charts, {charts.NOT_IN_GO_MODULE}" in out, out
+    assert f"keda: version 2.21.1, source https://kedacore.github.io/charts, {charts.NOT_IN_GO_MODULE}" in out, out
     assert "kube-prometheus-stack: version" in out and charts.NOT_IN_GO_MODULE in out, out
-    assert "cert-manager: version v1.18.2, source github.com/cert-manager/cert-manager@v1.18.2" in out, out
+    assert "cert-manager: version v1.21.2, source github.com/cert-manager/cert-manager@v1.21.2" in out, out
     assert re.search(r"^gpu-operator \(NOT the pinned .*result OK, unknown paths: none$", out, re.M), out
     assert proc.returncode == 0, out + proc.stderr

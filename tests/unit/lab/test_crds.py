@@ -72,12 +72,12 @@ def test_module_version_refuses_what_no_table_knows(derive, pin, message):
 def test_pins_of_the_repository(root):
     """The versions the collection pins today, and what they stand for (update with the role defaults)."""
     assert crds.pins_for(root=root) == {
-        "helm-controller": ("v1.33.5+k3s1", "v0.16.13"),
-        "traefik": ("v1.33.5+k3s1", "v3.3.6"),
-        "cert-manager": ("v1.18.2", "v1.18.2"),
-        "keda": ("2.17.0", "v2.17.0"),
-        "prometheus-operator": ("77.1.1", "v0.85.0"),
-        "gpu-operator": ("v25.10.1", "v25.10.1"),
+        "helm-controller": ("v1.36.4+k3s1", "v0.17.7"),
+        "traefik": ("v1.36.4+k3s1", "v3.7.8"),
+        "cert-manager": ("v1.21.2", "v1.21.2"),
+        "keda": ("2.21.1", "v2.21.1"),
+        "prometheus-operator": ("93.9.0", "v0.95.1"),
+        "gpu-operator": ("v26.7.1", "v26.7.1"),
     }
 
 
