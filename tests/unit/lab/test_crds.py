@@ -7,6 +7,7 @@ import sys
 
 import crds
 import pytest
+import yaml
 
 TRAEFIK_REFUSAL = (
     "github.com/traefik/traefik/v3@v3.3.6: reading https://proxy.golang.org/github.com/traefik/traefik/v3/@v/"
@@ -422,3 +423,35 @@ def test_cli_list(monkeypatch, capsys):
     monkeypatch.setattr(crds, "crd_texts", lambda: [("demo v1: crds/widgets.yaml", WIDGET)])
     assert crds.main(["list"]) == 0
     assert capsys.readouterr().out == "demo v1: crds/widgets.yaml\n    widgets.example.test\n"
+
+
+# The head of cert-manager v1.21.2's deploy/charts/cert-manager/templates/crd-cert-manager.io_issuers.yaml.
+CERT_MANAGER_121_TEMPLATE = """{{- if or .Values.crds.enabled .Values.installCRDs }}
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: "issuers.cert-manager.io"
+  {{- if .Values.crds.keep }}
+  annotations:
+    helm.sh/resource-policy: keep
+  {{- end }}
+  labels:
+    {{- include "cert-manager.crd-labels" . | nindent 4 }}
+spec:
+  group: cert-manager.io
+{{- end }}
+"""
+
+
+def test_cert_manager_121_chart_crd_templates_render_as_the_chart_does():
+    rendered = yaml.safe_load(crds.render_cert_manager(CERT_MANAGER_121_TEMPLATE, "v1.21.2"))
+    assert rendered["metadata"]["name"] == "issuers.cert-manager.io"
+    assert rendered["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+    assert rendered["metadata"]["labels"] == {
+        "app": "cert-manager",
+        "app.kubernetes.io/name": "cert-manager",
+        "app.kubernetes.io/instance": "cert-manager",
+        "app.kubernetes.io/component": "crds",
+        "app.kubernetes.io/version": "v1.21.2",
+    }
+    assert rendered["spec"] == {"group": "cert-manager.io"}
