@@ -131,7 +131,7 @@ def go_versions(module: str) -> list[str]:
 
 def lookup(pin: Pin, offline: bool) -> tuple[str, str]:
     """(newest version found or '', where it came from or why nothing was looked up)."""
-    kind, _, what = pin.lookup.partition(":")
+    kind, what = pin.lookup.split(":", 1)
     if kind == "none":
         return "", f"{NOT_CHECKABLE}: {what}"
     if offline:

@@ -813,7 +813,7 @@ def test_manifests_do_not_depend_on_node_order():
 def test_every_serving_pod_is_scraped_once_at_its_own_metrics_path(rendered):
     """Each model server and gateway pod is selected by exactly one PodMonitor, on the path it serves (NIM: /v1)."""
     _site, docs, _out, _proc = rendered
-    monitors = [d for d in of_kind(docs, "PodMonitor")]
+    monitors = of_kind(docs, "PodMonitor")
     if not monitors:
         return
 
