@@ -184,11 +184,21 @@ def expected_count(name, labels, expected, replicas):
     if isinstance(entry, dict):
         physical = entry.get("physical")
         mig = entry.get("mig_slices") or 0
+        mig_gpus = entry.get("mig_gpus")
     else:
-        physical, mig = entry, 0
+        physical, mig, mig_gpus = entry, 0, None
     if physical is None:
         physical = _label_int(labels, "nvidia.com/gpu.count")
     if mig:
+        # Mixed strategy: the MIG slices of the GPUs in MIG mode, plus the other GPUs advertised whole (each
+        # times its time-slicing replicas). Single strategy has every GPU in MIG mode: the slices alone.
+        whole = max((physical or 0) - (physical if mig_gpus is None else mig_gpus), 0)
+        if whole:
+            return (
+                mig + whole * replicas,
+                physical,
+                "%d MIG slices + %d whole GPU(s) x %d replicas" % (mig, whole, replicas),
+            )
         return mig, physical, "%d MIG slices" % mig
     mixed = sum(
         int(v) for k, v in labels.items() if k.startswith(MIG_PREFIX) and k.endswith(".count") and str(v).isdigit()

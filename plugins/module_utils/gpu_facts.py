@@ -135,7 +135,8 @@ def empty_facts(status, message):
 
 
 def expected_from_facts(host_facts):
-    """{node name: {physical, mig_slices}} from {host: ansible_facts} of hosts whose GPUs could be read.
+    """{node name: {physical, mig_slices, mig_gpus}} from {host: ansible_facts} of hosts whose GPUs could be read
+    (mig_gpus: the GPUs in MIG mode; under the mixed strategy the others are advertised whole).
     The node name is the kernel host name (K3s's default node name), else the inventory name."""
     expected = {}
     for host, facts in host_facts.items():
@@ -143,5 +144,9 @@ def expected_from_facts(host_facts):
         if gpus.get("status") != "ok":
             continue
         name = facts.get("nodename") or host
-        expected[name] = {"physical": gpus.get("count", 0), "mig_slices": len(gpus.get("mig_devices") or [])}
+        expected[name] = {
+            "physical": gpus.get("count", 0),
+            "mig_slices": len(gpus.get("mig_devices") or []),
+            "mig_gpus": sum(1 for g in gpus.get("gpus") or [] if g.get("mig_mode") == "enabled"),
+        }
     return expected

@@ -81,4 +81,4 @@ def test_expected_from_facts_uses_node_names_and_skips_unreadable_hosts():
         "lab-gpu-1": {"nodename": "lab-gpu-1", "aiinfra_gpus": gf.empty_facts("no_nvidia_smi", "none")},
         "not-gathered": {},
     }
-    assert gf.expected_from_facts(facts) == {"gx10-db4d.lan": {"physical": 1, "mig_slices": 2}}
+    assert gf.expected_from_facts(facts) == {"gx10-db4d.lan": {"physical": 1, "mig_slices": 2, "mig_gpus": 1}}
