@@ -165,3 +165,54 @@ def test_serving_problems_are_reported_together(tmp_path):
     ):
         assert fragment in out, (fragment, out[-3000:])
     assert weak not in out
+
+
+SOUND = {
+    "all": {
+        "children": {
+            "k3s_servers": hosts("gamorcloud01"),
+            "k3s_agents": hosts("gx10-db4d"),
+            "gpu_nodes": hosts("gx10-db4d"),
+        }
+    }
+}
+SECRETS = {
+    "k3s_token": "0123456789abcdef0123456789abcdef-test",
+    "litellm_master_key": GATEWAY_KEY,
+    "monitoring_grafana_admin_password": "Jq7vX2mL9cR4tW8zB5nK",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("playbook", "extra", "message"),
+    [
+        # --limit leaves the controller out: its plays would be skipped and the hosts reached unchecked.
+        ("site.yml", ["--limit", "gx10-db4d"], "The inventory validation (validate.yml) did not run on the controller"),
+        ("upgrade.yml", ["--limit", "gx10-db4d"], "The inventory validation (validate.yml) did not run"),
+        ("reset.yml", ["--limit", "gx10-db4d"], "Re-run with -e k3s_reset_confirm=yes-delete-k3s-and-all-its-data"),
+        ("drill.yml", ["--limit", "gx10-db4d"], "The drill (drill.yml runs on the controller) did not run"),
+        # --tags that select no guard task: the guards are tagged always.
+        ("reset.yml", ["--tags", "k3s"], "Re-run with -e k3s_reset_confirm=yes-delete-k3s-and-all-its-data"),
+        ("reset.yml", ["--limit", "gamorcloud01", "--tags", "k3s"], "Re-run with -e k3s_reset_confirm"),
+    ],
+)
+def test_guards_hold_under_limit_and_tags(tmp_path, playbook, extra, message):
+    inventory = write_inventory(tmp_path / "inv", SOUND, SECRETS)
+    proc = run_playbook(playbook, inventory, callback="default", extra=extra)[0]
+    text = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode != 0, text[-3000:]
+    assert message in text, text[-3000:]
+    assert "unreachable=1" not in proc.stdout.split("PLAY RECAP")[-1], text[-3000:]  # no host was contacted
+
+
+@pytest.mark.slow
+def test_site_with_tags_still_validates_first(tmp_path):
+    """--tags k3s on an inventory that cannot work: the validation still runs and stops the run."""
+    broken = {"all": {"children": {"k3s_servers": hosts("cp-1", "cp-2"), "k3s_agents": hosts("w-1")}}}
+    inventory = write_inventory(tmp_path / "inv", broken, SECRETS)
+    proc = run_playbook("site.yml", inventory, callback="default", extra=["--tags", "k3s"])[0]
+    text = " ".join(proc.stdout.split())
+    assert proc.returncode != 0
+    assert "The inventory has" in text and "problem(s)" in text, text[-3000:]
+    assert "unreachable=1" not in proc.stdout.split("PLAY RECAP")[-1]
