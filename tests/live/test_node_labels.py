@@ -115,7 +115,8 @@ def test_an_upgrade_that_skips_a_minor_version_is_refused_before_any_node(live, 
     assert "would skip 1.34, 1.35" in text, text[-3000:]
     assert "v1.34.9+k3s1 -> v1.35.8+k3s1 -> v1.36.4+k3s1" in text, text[-3000:]
     assert not [n for n in lab_nodes if live.get("node", n)["spec"].get("unschedulable")]  # nothing drained
-    # The hosts only went through the in-memory grouping play (group_by, no connection): nothing ran on them.
+    # The hosts only went through the in-memory grouping play (group_by) and the controller guard (delegated to
+    # localhost, counted for the first host): no connection, nothing changed.
     for host, stats in result["stats"].items():
         if host != "localhost":
-            assert (stats["ok"], stats["changed"], stats["unreachable"]) == (1, 0, 0), (host, stats)
+            assert stats["ok"] <= 2 and (stats["changed"], stats["unreachable"]) == (0, 0), (host, stats)
