@@ -160,12 +160,20 @@ def test_the_serving_stage_alone_asks_the_api_itself(live, applied, tmp_path):
         "aiinfra_namespace": site["namespace"],
     }
     (tmp_path / "manifests").mkdir()
+    # A secrets file an earlier run wrote before K3s answered: with the API up it must go.
+    stale = tmp_path / "manifests" / "aiinfra-serving-secrets.yaml"
+    stale.write_text("# written before the API answered\n")
     proc, result = run_playbook("serving.yml", sources[1], live, extra=[*sources[2:], "-e", json.dumps(local)])
     assert proc.returncode == 0, proc.stdout[-4000:]
     entry = stage_entries(result)["serving"]
     assert entry["status"] == "ran", entry
     assert "rollouts complete" in entry["detail"], entry
     assert (tmp_path / "manifests" / "aiinfra-monitoring.yaml").exists()
+    # Secrets went through the API, not into a plain file.
+    assert not stale.exists()
+    assert not [p for p in (tmp_path / "manifests").iterdir() if "secret" in p.name]
+    secret = live.get("secret", "-n", site["namespace"], "litellm-master-key")
+    assert secret["metadata"]["name"] == "litellm-master-key"
     monitoring = local.get("monitoring_namespace", "monitoring")
     assert live.items("podmonitors", "-n", monitoring)
     # Monitoring switched off: its file goes, and so do its objects (K3s would leave them running); its namespace,
