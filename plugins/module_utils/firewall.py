@@ -57,7 +57,8 @@ def firewall_rules(hostvars, cluster, servers, rules, admin_networks=()):
         scope = rule.get("from", "cluster")
         if scope not in SCOPES:
             problems.append(
-                "prereq_firewall_rules: port %s has from=%r: use one of %s" % (rule.get("port"), scope, ", ".join(SCOPES))
+                "prereq_firewall_rules: port %s has from=%r: use one of %s"
+                % (rule.get("port"), scope, ", ".join(SCOPES))
             )
             continue
         for source in sources[scope]:

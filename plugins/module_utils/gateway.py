@@ -7,9 +7,11 @@ names exactly the models and Services the site deploys."""
 import hashlib
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
+    RUN_AS_USER,
     SERVED_NAME,
     disruption_budget,
     dump_yaml,
+    harden,
     labels_for,
     plain,
     secret,
@@ -141,16 +143,12 @@ def gateway_manifests(objects, params):
                 "readinessProbe": probe("/health/readiness", 10, 3),
                 "livenessProbe": probe("/health/liveliness", 15, 4),
                 "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", "sleep 10"]}}},
-                "securityContext": {
-                    "allowPrivilegeEscalation": False,
-                    "capabilities": {"drop": ["ALL"]},
-                    "seccompProfile": {"type": "RuntimeDefault"},
-                },
                 "volumeMounts": [{"name": "config", "mountPath": "/etc/litellm", "readOnly": True}],
             }
         ],
         "volumes": [{"name": "config", "configMap": {"name": name + "-config"}}],
     }
+    harden(pod, pod["containers"][0], params.get("run_as_user", RUN_AS_USER), "1Gi")
     pod.update(placement(params))
     annotations = {
         "prometheus.io/scrape": "true",

@@ -223,11 +223,6 @@ def gpu_workload(spec, site):
         "livenessProbe": _probe(health["live"], "http", 15, 4),
         # Stop taking traffic first, let in-flight requests finish, then SIGTERM.
         "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", "sleep 15"]}}},
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
         "volumeMounts": list(spec.get("volume_mounts") or []),
     }
     pod_spec = {
@@ -240,6 +235,7 @@ def gpu_workload(spec, site):
     }
     if site.get("runtime_class"):
         pod_spec["runtimeClassName"] = site["runtime_class"]
+    harden(pod_spec, container, spec.get("run_as_user", RUN_AS_USER))
     if gpus > 1 and site.get("shared_replicas"):
         pod_spec["affinity"] = whole_gpus_affinity(site["shared_replicas"])
     if spec.get("image_pull_secrets"):
@@ -290,6 +286,38 @@ def gpu_workload(spec, site):
         },
     }
     return [deployment, service]
+
+
+# Pod Security "restricted" for every serving pod: a non-root user (the vLLM and LiteLLM images default to root, so
+# one is set), no privilege escalation, no capability, the runtime's seccomp profile, a read-only root file system
+# with a disk-backed /tmp (HOME points there, so caches land in it), and no service-account token.
+RUN_AS_USER = 1000
+
+
+def harden(pod_spec, container, uid=RUN_AS_USER, tmp_size="10Gi"):
+    """Make a pod spec and its container meet Pod Security "restricted" (see RUN_AS_USER); in place."""
+    uid = int(uid)
+    pod_spec["automountServiceAccountToken"] = False
+    pod_spec["securityContext"] = {
+        "runAsNonRoot": True,
+        "runAsUser": uid,
+        "runAsGroup": uid,
+        "fsGroup": uid,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    container["securityContext"] = {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    container.setdefault("volumeMounts", []).append({"name": "tmp", "mountPath": "/tmp"})
+    pod_spec.setdefault("volumes", []).append({"name": "tmp", "emptyDir": {"sizeLimit": tmp_size}})
+    env = container.setdefault("env", [])
+    if not any(e["name"] == "HOME" for e in env):
+        env.append({"name": "HOME", "value": "/tmp"})
+    return pod_spec
 
 
 def whole_gpus_affinity(shared_replicas):
@@ -452,6 +480,7 @@ def vllm_manifests(models, site, defaults):
                 {"name": "logging", "configMap": {"name": log_map}},
             ],
             "store": defaults["store"],
+            "run_as_user": defaults.get("run_as_user", RUN_AS_USER),
         }
         out.extend(gpu_workload(spec, site))
         if int(model.get("replicas", 1)) > 1:
@@ -512,6 +541,7 @@ def nim_manifests(models, site, defaults):
                 {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": defaults["shm_size"]}},
             ],
             "store": defaults["store"],
+            "run_as_user": defaults.get("run_as_user", RUN_AS_USER),
         }
         out.extend(gpu_workload(spec, site))
         labels = labels_for(name, "nim")
@@ -574,8 +604,8 @@ def model_registry_manifests(nodes, params):
     if not isinstance(nodes, dict):
         nodes = {node: {"gpus": 1, "replicas": 1} for node in nodes}
     out = [
-        # Model servers run as root in their images and mount a memory-backed /dev/shm: baseline fits.
-        namespace(params["namespace"], "baseline", "restricted"),
+        # Every pod of the serving namespace meets "restricted" (serving.harden): enforce it.
+        namespace(params["namespace"], "restricted"),
         {
             "apiVersion": "storage.k8s.io/v1",
             "kind": "StorageClass",

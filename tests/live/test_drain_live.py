@@ -81,24 +81,25 @@ def gateway_available(live):
 
 
 def test_drain_evicts_within_the_budgets_and_uncordon_brings_the_node_back(live, site):
+    # gpu-b holds the tensor-parallel model (its GPUs are whole; gpu-a's are time-sliced) and gateway replicas.
     # The HorizontalPodAutoscaler (the controller manager's, real) brings the gateway to its minimum of 3.
     live.wait_until("gateway at its minimum", lambda: gateway_available(live) == 3)
-    before = {p["metadata"]["name"] for p in on_node(live, "gpu-a")}
+    before = {p["metadata"]["name"] for p in on_node(live, "gpu-b")}
     assert before
-    proc = drain(live, site, "gpu-a", "drain")
+    proc = drain(live, site, "gpu-b", "drain")
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert live.get("node", "gpu-a")["spec"].get("unschedulable") is True
-    assert on_node(live, "gpu-a") == []
-    # The gateway's replicas from gpu-a came back on gpu-b: it never fell below its budget's minimum.
+    assert live.get("node", "gpu-b")["spec"].get("unschedulable") is True
+    assert on_node(live, "gpu-b") == []
+    # The gateway's replicas from gpu-b came back on gpu-a: it never fell below its budget's minimum.
     live.wait_until("gateway available again", lambda: gateway_available(live) == 3)
-    # Model server replicas keep their claim on gpu-a's store: they wait for gpu-a (local volumes).
+    # Model server replicas keep their claim on gpu-b's store: they wait for gpu-b (local volumes).
     waiting = [p for p in live.items("pods", "-n", NAMESPACE) if p["status"]["phase"] == "Pending"]
     assert waiting and all(p["metadata"]["labels"]["app.kubernetes.io/component"] in ("vllm", "nim") for p in waiting)
-    proc = drain(live, site, "gpu-a", "uncordon")
+    proc = drain(live, site, "gpu-b", "uncordon")
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert not live.get("node", "gpu-a")["spec"].get("unschedulable")
+    assert not live.get("node", "gpu-b")["spec"].get("unschedulable")
     live.wait_until(
-        "model servers back on gpu-a",
+        "model servers back on gpu-b",
         lambda: not [p for p in live.items("pods", "-n", NAMESPACE) if p["status"]["phase"] != "Running"],
     )
 
@@ -109,16 +110,16 @@ def test_a_budget_that_allows_no_disruption_stops_the_drain(live, site):
         lambda: not [p for p in live.items("pods", "-n", NAMESPACE) if p["status"]["phase"] != "Running"],
     )
     gateway_here = [
-        p for p in on_node(live, "gpu-b") if p["metadata"]["labels"]["app.kubernetes.io/name"] == "litellm-ha"
+        p for p in on_node(live, "gpu-a") if p["metadata"]["labels"]["app.kubernetes.io/name"] == "litellm-ha"
     ]
     assert gateway_here
     blocking = {"spec": {"maxUnavailable": 0}}
     live.kubectl("patch", "pdb", "-n", NAMESPACE, "litellm-ha", "--type=merge", "-p", json.dumps(blocking))
     try:
-        proc = drain(live, site, "gpu-b", "drain", timeout=10)
+        proc = drain(live, site, "gpu-a", "drain", timeout=10)
         assert proc.returncode != 0
         # The Eviction API refused: the gateway pods are still there.
-        still = {p["metadata"]["name"] for p in on_node(live, "gpu-b")}
+        still = {p["metadata"]["name"] for p in on_node(live, "gpu-a")}
         assert {p["metadata"]["name"] for p in gateway_here} <= still
     finally:
         live.kubectl(
@@ -131,5 +132,5 @@ def test_a_budget_that_allows_no_disruption_stops_the_drain(live, site):
             "-p",
             json.dumps({"spec": {"maxUnavailable": 1}}),
         )
-        drain(live, site, "gpu-b", "uncordon")
-    assert not live.get("node", "gpu-b")["spec"].get("unschedulable")
+        drain(live, site, "gpu-a", "uncordon")
+    assert not live.get("node", "gpu-a")["spec"].get("unschedulable")

@@ -199,3 +199,20 @@ def test_tensor_parallel_pods_land_on_whole_gpus_only(live, applied):
     (tp,) = live.items("pods", "-n", site["namespace"], "-l", "app.kubernetes.io/name=vllm-nemotron-35b")
     assert tp["spec"]["nodeName"] == "gpu-b"
     assert tp["status"]["phase"] == "Running"
+
+
+def test_the_serving_namespace_enforces_restricted_and_every_pod_was_admitted(live, applied):
+    """The API server's Pod Security admission (real) enforces "restricted" on the serving namespace: every pod
+    the controllers created passed it, and a root pod is refused."""
+    site, _nodes, _gpus, _result = applied
+    labels = live.get("namespace", site["namespace"])["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert live.items("pods", "-n", site["namespace"])
+    root = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "root-probe", "namespace": site["namespace"]},
+        "spec": {"containers": [{"name": "c", "image": "registry.invalid/none:1"}]},
+    }
+    proc = live.kubectl("apply", "--dry-run=server", "-f", "-", stdin=json.dumps(root), check=False)
+    assert proc.returncode != 0 and "violates PodSecurity" in proc.stderr, proc.stderr

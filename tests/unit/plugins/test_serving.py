@@ -943,3 +943,21 @@ def test_time_sliced_site_keeps_tensor_parallel_pods_off_shared_gpus(rendered):
     (config,) = [d for d in of_kind(docs, "ConfigMap") if d["metadata"]["name"] == "time-slicing-config"]
     shared = yaml.safe_load(config["data"]["shared"])
     assert shared["sharing"]["timeSlicing"]["failRequestsGreaterThanOne"] is True
+
+
+def test_every_serving_pod_is_hardened_for_pod_security_restricted(rendered):
+    _site, docs, _out, _proc = rendered
+    serving = {d["metadata"]["namespace"] for d in workloads(docs)}
+    for ns in of_kind(docs, "Namespace"):
+        if ns["metadata"]["name"] in serving:
+            assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    for dep in workloads(docs):
+        pod = dep["spec"]["template"]["spec"]
+        assert pod["automountServiceAccountToken"] is False, dep["metadata"]["name"]
+        assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] > 0
+        for container in pod["containers"]:
+            ctx = container["securityContext"]
+            assert ctx["readOnlyRootFilesystem"] is True and ctx["allowPrivilegeEscalation"] is False
+            assert ctx["capabilities"] == {"drop": ["ALL"]}
+            assert {"name": "HOME", "value": "/tmp"} in container["env"]
+            assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
