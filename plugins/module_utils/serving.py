@@ -238,6 +238,10 @@ def gpu_workload(spec, site):
     harden(pod_spec, container, spec.get("run_as_user", RUN_AS_USER))
     if gpus > 1 and site.get("shared_replicas"):
         pod_spec["affinity"] = whole_gpus_affinity(site["shared_replicas"])
+    elif site.get("shared_replicas") and site.get("reserve_whole"):
+        # Multi-GPU pods need the unsliced nodes: one-GPU pods keep to the sliced ones, or they could fill the
+        # whole GPUs first (the scheduler places pods one at a time) and leave a tensor-parallel pod nowhere to go.
+        pod_spec["affinity"] = whole_gpus_affinity(site["shared_replicas"], "In")
     if spec.get("image_pull_secrets"):
         pod_spec["imagePullSecrets"] = [{"name": n} for n in spec["image_pull_secrets"]]
     if spec.get("spread_keys"):
@@ -320,11 +324,12 @@ def harden(pod_spec, container, uid=RUN_AS_USER, tmp_size="10Gi"):
     return pod_spec
 
 
-def whole_gpus_affinity(shared_replicas):
-    """Node affinity keeping a multi-GPU pod off nodes whose GPUs are time-sliced (a node without the label, e.g.
-    before GPU Feature Discovery ran, is not excluded)."""
+def whole_gpus_affinity(shared_replicas, operator="NotIn"):
+    """Node affinity keeping a pod off (NotIn: multi-GPU pods) or on (In: one-GPU pods, when multi-GPU pods need
+    the whole GPUs) nodes whose GPUs are time-sliced. With NotIn, a node without the label (before GPU Feature
+    Discovery ran) is not excluded."""
     values = sorted({str(int(r)) for r in shared_replicas if int(r) > 1}, key=int)
-    term = {"matchExpressions": [{"key": SHARED_LABEL, "operator": "NotIn", "values": values}]}
+    term = {"matchExpressions": [{"key": SHARED_LABEL, "operator": operator, "values": values}]}
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
 
 
@@ -847,6 +852,13 @@ def plan_problems(models, capacity, default_image, nim_models=(), store_paths=No
                 % (name, work["path"], ", ".join(sorted(store_paths)) or "empty")
             )
     whole = sum(c["gpus"] for c in capacity.values() if c["replicas"] == 1)
+    sliced = sum(c["gpus"] * c["replicas"] for c in capacity.values() if c["replicas"] > 1)
+    if whole_wanted and sliced and wanted - whole_wanted > sliced:
+        problems.append(
+            "the one-GPU models need %d GPU slices but the time-sliced nodes have %d: with multi-GPU models in the "
+            "plan, one-GPU pods keep to the time-sliced nodes (the whole GPUs are for the multi-GPU pods); add "
+            "slices or nodes to a shared class, or lower replicas" % (wanted - whole_wanted, sliced)
+        )
     if whole_wanted > whole and whole < physical:
         problems.append(
             "the multi-GPU models need %d whole GPUs in all but the nodes without time-slicing have %d: move GPUs to "

@@ -937,7 +937,6 @@ def test_time_sliced_site_keeps_tensor_parallel_pods_off_shared_gpus(rendered):
     args = tp["containers"][0]["args"]
     assert args[args.index("--gpu-memory-utilization") + 1] == "0.9"
     single = by_name["vllm-qwen-7b"]["spec"]["template"]["spec"]
-    assert "affinity" not in single
     args = single["containers"][0]["args"]
     assert args[args.index("--gpu-memory-utilization") + 1] == "0.45"  # it may share a GPU two ways
     (config,) = [d for d in of_kind(docs, "ConfigMap") if d["metadata"]["name"] == "time-slicing-config"]
@@ -961,3 +960,27 @@ def test_every_serving_pod_is_hardened_for_pod_security_restricted(rendered):
             assert ctx["capabilities"] == {"drop": ["ALL"]}
             assert {"name": "HOME", "value": "/tmp"} in container["env"]
             assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+
+
+def test_one_gpu_pods_keep_to_sliced_nodes_when_multi_gpu_pods_need_the_whole_ones(rendered):
+    site, docs, _out, _proc = rendered
+    if site != "full":
+        return
+    for dep in workloads(docs):
+        name = dep["metadata"]["name"]
+        if name in ("vllm-qwen-7b", "nim-llama-8b"):
+            term = dep["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            ]["nodeSelectorTerms"][0]
+            assert term["matchExpressions"] == [{"key": "nvidia.com/gpu.replicas", "operator": "In", "values": ["2"]}]
+
+
+def test_one_gpu_demand_beyond_the_slices_is_refused_when_whole_gpus_are_reserved():
+    capacity = {"gpu-a": {"gpus": 1, "replicas": 2}, "gpu-b": {"gpus": 2, "replicas": 1}}
+    models = [
+        {"served_name": "tp", "path": "m", "tensor_parallel_size": 2},
+        {"served_name": "one", "path": "n", "replicas": 3},
+    ]
+    problems = sv.plan_problems(models, capacity, IMAGE)
+    assert any("the one-GPU models need 3 GPU slices but the time-sliced nodes have 2" in p for p in problems)
+    assert sv.plan_problems([models[0], dict(models[1], replicas=2)], capacity, IMAGE) == []
