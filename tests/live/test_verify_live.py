@@ -98,7 +98,17 @@ GPU_POD = {
     "apiVersion": "v1",
     "kind": "Pod",
     "metadata": {"namespace": NAMESPACE},
-    "spec": {"containers": [{"name": "c", "image": "registry.invalid/none:1"}]},
+    # The serving namespace enforces Pod Security "restricted": the planted pods meet it too.
+    "spec": {
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [
+            {
+                "name": "c",
+                "image": "registry.invalid/none:1",
+                "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+            }
+        ],
+    },
 }
 
 
