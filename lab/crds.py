@@ -115,7 +115,8 @@ SOURCES: tuple[Source, ...] = (
         derive="same",  # the kedacore/keda chart X.Y.Z ships KEDA vX.Y.Z
         globs=("config/crd/bases/*.yaml",),
         required=("scaledobjects.keda.sh", "triggerauthentications.keda.sh"),
-        # v2.21.1 is refused (403 "This module version is not available"); v2.21.0 is served.
+        # v2.21.1's go.mod needs Go >= 1.27.4 (the machine has 1.26.8; the approved toolchain go1.27.3 is older):
+        # the go command refuses it, so v2.21.0, the nearest patch, gives the CRDs.
         fallback="nearest-patch",
     ),
     Source(
@@ -168,7 +169,18 @@ KUBE_PROMETHEUS_STACK_OPERATOR: dict[str, str] = {
 }
 
 # What a failed `go mod download` says when the proxy does not serve a version (as opposed to a network error).
-REFUSALS = ("403", "404", "410", "not available", "not found", "unknown revision", "invalid version")
+# A version whose go.mod needs a newer Go than this machine's (GOTOOLCHAIN=local) cannot be fetched either: the
+# go command refuses it ("requires go >= 1.27.4"); it is treated like a refusal, so a fallback applies.
+REFUSALS = (
+    "403",
+    "404",
+    "410",
+    "not available",
+    "not found",
+    "unknown revision",
+    "invalid version",
+    "requires go >=",
+)
 
 
 class CrdError(Exception):
@@ -402,7 +414,7 @@ def resolve(source: Source, wanted: str) -> tuple[str, Path]:
         info, answer = download(source.module, version)
         if info:
             if answers:
-                log(f"{source.module}@{wanted} is not served ({answers[0][1]}); using {version}")
+                log(f"{source.module}@{wanted} cannot be fetched here ({answers[0][1]}); using {version}")
             return info["Version"], Path(info["Dir"])
         answers.append((version, answer))
         if not is_refusal(answer):

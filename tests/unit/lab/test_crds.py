@@ -328,7 +328,7 @@ def test_resolve_takes_the_nearest_served_patch(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(crds, "download", fake_download({"v1.2.4": tmp_path}, calls))
     assert crds.resolve(SOURCE, "v1.2.3") == ("v1.2.4", tmp_path)
     assert calls == ["v1.2.3", "v1.2.2", "v1.2.4"]
-    assert "example.test/demo@v1.2.3 is not served (403 Forbidden" in capsys.readouterr().err
+    assert "example.test/demo@v1.2.3 cannot be fetched here (403 Forbidden" in capsys.readouterr().err
 
 
 def test_resolve_failure_is_one_line_with_module_version_and_answer(monkeypatch):
@@ -455,3 +455,10 @@ def test_cert_manager_121_chart_crd_templates_render_as_the_chart_does():
         "app.kubernetes.io/version": "v1.21.2",
     }
     assert rendered["spec"] == {"group": "cert-manager.io"}
+
+
+def test_a_version_that_needs_a_newer_go_counts_as_refused():
+    """The go command refuses a module whose go.mod needs a newer Go than GOTOOLCHAIN=local has (KEDA v2.21.1):
+    the row's fallback then applies, as for a proxy refusal."""
+    answer = "github.com/kedacore/keda/v2@v2.21.1 requires go >= 1.27.4 (running go 1.26.8; GOTOOLCHAIN=local)"
+    assert crds.is_refusal(crds.proxy_error(answer))
