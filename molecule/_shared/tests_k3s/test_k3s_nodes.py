@@ -178,9 +178,12 @@ def test_serving_manifests_wait_on_the_first_server(host):
     assert kinds_in(host, "gpu-operator") == ["Namespace", "HelmChart"]
     assert kinds_in(host, "litellm") == ["ConfigMap", "Deployment", "Service", "PodDisruptionBudget"]
     assert kinds_in(host, "serving-secrets") == ["Secret", "Secret"]  # gateway key, Grafana admin
-    assert kinds_in(host, "monitoring")[:5] == [
+    # One PodMonitor per metrics path: vLLM /metrics, NIM /v1/metrics, the gateway /metrics/.
+    assert kinds_in(host, "monitoring")[:7] == [
         "Namespace",
         "HelmChart",
+        "PodMonitor",
+        "PodMonitor",
         "PodMonitor",
         "ServiceMonitor",
         "PrometheusRule",
