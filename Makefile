@@ -27,7 +27,9 @@ AIRGAP_ARGS := $(if $(K3S_AIRGAP_DIR),-e k3s_install_mode=airgap -e k3s_airgap_d
 
 CLUSTER_INVENTORY ?= inventories/lab
 
-.PHONY: help venv links crd-deps test-tools docs-check lab lab-up lab-down lab-status test lint yamllint ansible-lint ruff sanity unit molecule bench clean kube-build cluster cluster-down live charts versions
+LITELLM_VENV := $(CACHE)/litellm-venv
+
+.PHONY: help venv links gateway crd-deps test-tools docs-check lab lab-up lab-down lab-status test lint yamllint ansible-lint ruff sanity unit molecule bench clean kube-build cluster cluster-down live charts versions
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -127,13 +129,23 @@ crd-deps: $(CRD_DEPS) ## Install the pinned CRD schema packages (npm) the unit t
 unit: venv links test-tools crd-deps ## pytest unit tests
 	$(BIN)/pytest tests/unit
 
+$(LITELLM_VENV)/.installed: tests/gateway/requirements-litellm.txt | venv
+	@echo "[gateway] installing the LiteLLM proxy (tests/gateway/requirements-litellm.txt) into $(LITELLM_VENV)"
+	@rm -rf "$(LITELLM_VENV)" && $(BIN)/python -m venv "$(LITELLM_VENV)"
+	"$(LITELLM_VENV)/bin/pip" install -q --disable-pip-version-check -r tests/gateway/requirements-litellm.txt
+	@touch "$@"
+
+gateway: venv links $(LITELLM_VENV)/.installed ## The real LiteLLM proxy behind Traefik's router with the rendered config (stand-in backends)
+	$(BIN)/python lab/edgebuild.py build
+	$(BIN)/pytest tests/gateway
+
 molecule: venv links ## Molecule scenarios on lab nodes
 	$(BIN)/python lab/labctl.py image
 	export LAB_IMAGE=$$($(BIN)/python lab/labctl.py hash); \
 	for s in $(MOLECULE_SCENARIOS); do $(BIN)/molecule test -s $$s; done
 
-test: venv links ## Everything CI runs: lint, sanity, unit, live, molecule (with each part's wall time)
-	@for t in lint sanity kube-build unit live molecule; do \
+test: venv links ## Everything CI runs: lint, sanity, unit, gateway, live, molecule (with each part's wall time)
+	@for t in lint sanity kube-build unit gateway live molecule; do \
 	  t0=$$(date +%s); $(MAKE) --no-print-directory $$t; echo "[time] make $$t: $$(( $$(date +%s) - t0 ))s"; \
 	done
 

@@ -2,8 +2,9 @@
 # Copyright: (c) 2026, aiinfra.k3s developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The edge: K3s's bundled Traefik (v3 in K3s v1.36, CRD group traefik.io/v1alpha1) routing the site's host and
-path prefix to the gateway with TLS, a rate limit and an HTTP to HTTPS redirect; cert-manager (a K3s
-HelmChart) issuing the certificate from an ACME HTTP-01 or a private CA ClusterIssuer."""
+the gateway's public paths (inference and health only, unless the operator exposes the admin routes) to the
+gateway with TLS, a rate limit and an HTTP to HTTPS redirect; cert-manager (a K3s HelmChart) issuing the
+certificate from an ACME HTTP-01 or a private CA ClusterIssuer."""
 
 import re
 
@@ -20,9 +21,24 @@ ISSUER_KINDS = ("acme", "ca")
 TRAEFIK = "traefik.io/v1alpha1"
 
 
-def route_rule(host, prefix):
+# The OpenAI-compatible inference paths LiteLLM serves, and its unauthenticated liveness check. Everything else
+# the proxy serves (key, team, user and model management, /ui, /metrics, /health with its model calls) stays
+# inside the cluster unless traefik_expose_admin is on.
+PUBLIC_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models", "/health/liveliness")
+PATH = re.compile(r"^(/[A-Za-z0-9._~-]+)+$")
+
+
+def _under(prefix, path):
+    return path if not prefix or prefix == "/" else prefix + path
+
+
+def route_rule(host, prefix, paths=None):
+    """Traefik v3 rule: the host and exact public paths under the prefix, or (paths None) the whole prefix."""
     rule = "Host(`%s`)" % host
-    if prefix and prefix != "/":
+    if paths:
+        exact = ["Path(`%s`)" % _under(prefix, path) for path in paths]
+        rule += " && " + (exact[0] if len(exact) == 1 else "(%s)" % " || ".join(exact))
+    elif prefix and prefix != "/":
         rule += " && PathPrefix(`%s`)" % prefix
     return rule
 
@@ -33,7 +49,7 @@ def traefik_manifests(p):
     p = plain(p)
     ns, name = p["namespace"], p["name"]
     labels = labels_for(name, "edge")
-    rule = route_rule(p["host"], p["path_prefix"])
+    rule = route_rule(p["host"], p["path_prefix"], None if p.get("expose_admin") else p["public_paths"])
     service = [{"name": p["service"], "port": int(p["service_port"])}]
 
     def middleware(suffix, spec):
@@ -210,6 +226,20 @@ def edge_problems(traefik, certs):
             )
     except (TypeError, ValueError):
         problems.append("traefik_rate_limit_average and traefik_rate_limit_burst must be whole numbers")
+    paths = traefik.get("public_paths")
+    if not traefik.get("expose_admin"):
+        if not isinstance(paths, list) or not paths:
+            problems.append(
+                "traefik_public_paths is %r: list the gateway paths clients may reach (default: %s)"
+                % (paths, ", ".join(PUBLIC_PATHS))
+            )
+        else:
+            for path in paths:
+                if not isinstance(path, str) or not PATH.match(path):
+                    problems.append(
+                        "traefik_public_paths has %r: write each as an exact path such as /v1/chat/completions "
+                        "(letters, digits, . _ ~ -, no trailing /)" % (path,)
+                    )
     if not re.match(r"^[0-9]+(ms|s|m|h)$", str(traefik.get("rate_period"))):
         problems.append("traefik_rate_limit_period is %r: use a duration such as 1s or 1m" % traefik.get("rate_period"))
     if certs is not None:

@@ -64,6 +64,10 @@ def gateway_config(routes, settings):
             "num_retries": int(settings["num_retries"]),
             # X-Request-ID and the other x- headers of the caller reach the model servers.
             "model_group_settings": {"forward_client_headers_to_llm_api": models},
+            # Prometheus scrapes /metrics/ without a key: the only key LiteLLM has without its database is the
+            # admin key, which Prometheus must not hold. The network policies admit only the monitoring
+            # namespace and the Traefik pods to the gateway's port, and Traefik routes only the public paths.
+            "require_auth_for_metrics_endpoint": False,
         },
         "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY"},
         "router_settings": {"routing_strategy": "least-busy"},

@@ -188,8 +188,11 @@ def test_edge_routes_have_tls_rate_limit_and_redirect(rendered):
         specs = [middlewares[m["name"]] for m in rule["middlewares"]]
         assert {"rateLimit": {"average": 100, "burst": 200, "period": "1s"}} in specs
         assert rule["services"] == [{"name": "litellm", "port": 4000}]
-        if site != "full":  # the notes' prefix, stripped before the gateway
-            assert "PathPrefix(`/api/litellm`)" in rule["match"]
+        prefix = "" if site == "full" else "/api/litellm"  # the notes' prefix, stripped before the gateway
+        # Only the inference paths and liveness are routed (tests/gateway routes requests through this rule).
+        assert "PathPrefix" not in rule["match"]
+        assert "Path(`%s/v1/chat/completions`)" % prefix in rule["match"]
+        if prefix:
             assert {"stripPrefix": {"prefixes": ["/api/litellm"]}} in specs
     plain_http = [r for r in routes.values() if r["spec"]["entryPoints"] == ["web"]]
     assert len(plain_http) == len(secure)
@@ -230,14 +233,37 @@ def test_certificate_covers_the_gateway_host(rendered):
         ({"rate_period": "1 second"}, None, "traefik_rate_limit_period is '1 second'"),
         ({}, {"issuer_kind": "acme", "acme_email": ""}, "cert_manager_acme_email is not set"),
         ({}, {"issuer_kind": "vault"}, "cert_manager_issuer_kind is 'vault'"),
+        ({"public_paths": []}, None, "traefik_public_paths is []"),
+        ({"public_paths": ["/v1/models", "v1/chat"]}, None, "traefik_public_paths has 'v1/chat'"),
+        ({"public_paths": ["/v1/models/"]}, None, "traefik_public_paths has '/v1/models/'"),
+        ({"public_paths": ["/v1/`models`"]}, None, "traefik_public_paths has '/v1/`models`'"),
     ],
 )
 def test_edge_problems(traefik, certs, fragment):
     good = {"host": "llm.example.org", "path_prefix": "/api/litellm", "rate_average": 100, "rate_burst": 200}
-    good["rate_period"] = "1s"
+    good.update(rate_period="1s", public_paths=list(edge.PUBLIC_PATHS), expose_admin=False)
     assert edge.edge_problems(good, {"issuer_kind": "ca"}) == []
     problems = edge.edge_problems(dict(good, **traefik), certs)
     assert len(problems) == 1 and fragment in problems[0], problems
+
+
+@pytest.mark.parametrize(
+    ("prefix", "paths", "rule"),
+    [
+        ("/api/litellm", ["/v1/models"], "Host(`h.example.org`) && Path(`/api/litellm/v1/models`)"),
+        (
+            "/api/litellm",
+            ["/v1/models", "/health/liveliness"],
+            "Host(`h.example.org`) && (Path(`/api/litellm/v1/models`) || Path(`/api/litellm/health/liveliness`))",
+        ),
+        ("/", ["/v1/models"], "Host(`h.example.org`) && Path(`/v1/models`)"),
+        # traefik_expose_admin: the whole prefix (admin API and UI included), or the whole host.
+        ("/api/litellm", None, "Host(`h.example.org`) && PathPrefix(`/api/litellm`)"),
+        ("/", None, "Host(`h.example.org`)"),
+    ],
+)
+def test_route_rule_names_exact_public_paths_unless_admin_is_exposed(prefix, paths, rule):
+    assert edge.route_rule("h.example.org", prefix, paths) == rule
 
 
 PATHS = yaml.safe_load((DATA / "network_paths.yml").read_text())

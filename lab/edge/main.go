@@ -1,0 +1,105 @@
+// Command edge routes HTTP requests the way K3s's bundled Traefik routes an IngressRoute: Traefik's own
+// request decorator and rule muxer (github.com/traefik/traefik/v3, the version K3s bundles) decide which
+// route a request matches; a matched route strips its prefixes (Traefik's stripPrefix semantics, written
+// out here because that middleware's package pulls in a module the Go proxy does not serve) and forwards to
+// its backend. Unmatched requests get Traefik's 404. TLS, rate limits and the redirect are not part of it.
+//
+//	edge CONFIG.json
+//
+// CONFIG: {"listen": "127.0.0.1:PORT", "routes": [{"name", "rule", "strip_prefixes": [...], "backend": URL}]}
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/traefik/traefik/v3/pkg/middlewares/requestdecorator"
+	traefikhttp "github.com/traefik/traefik/v3/pkg/muxer/http"
+)
+
+type route struct {
+	Name          string   `json:"name"`
+	Rule          string   `json:"rule"`
+	StripPrefixes []string `json:"strip_prefixes"`
+	Backend       string   `json:"backend"`
+}
+
+type config struct {
+	Listen string  `json:"listen"`
+	Routes []route `json:"routes"`
+}
+
+// stripPrefix removes the first matching prefix as Traefik's stripPrefix middleware does (leading slash kept,
+// X-Forwarded-Prefix set).
+func stripPrefix(prefixes []string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
+		for _, prefix := range prefixes {
+			if strings.HasPrefix(req.URL.Path, prefix) {
+				req.URL.Path = "/" + strings.TrimPrefix(strings.TrimPrefix(req.URL.Path, prefix), "/")
+				if req.URL.RawPath != "" {
+					req.URL.RawPath = "/" + strings.TrimPrefix(strings.TrimPrefix(req.URL.RawPath, prefix), "/")
+				}
+				req.Header.Add("X-Forwarded-Prefix", prefix)
+				req.RequestURI = req.URL.RequestURI()
+				break
+			}
+		}
+		next.ServeHTTP(rw, req)
+	})
+}
+
+func run(path string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var cfg config
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	parser, err := traefikhttp.NewSyntaxParser()
+	if err != nil {
+		return err
+	}
+	mux := traefikhttp.NewMuxer(parser, nil)
+	for _, r := range cfg.Routes {
+		backend, err := url.Parse(r.Backend)
+		if err != nil {
+			return fmt.Errorf("route %s: backend: %w", r.Name, err)
+		}
+		name := r.Name
+		proxy := httputil.NewSingleHostReverseProxy(backend)
+		handler := stripPrefix(r.StripPrefixes, http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
+			rw.Header().Set("X-Edge-Route", name)
+			proxy.ServeHTTP(rw, req)
+		}))
+		if err := mux.AddRoute(r.Rule, "", traefikhttp.GetRulePriority(r.Rule), "kubernetescrd", handler); err != nil {
+			return fmt.Errorf("route %s: rule %q: %w", r.Name, r.Rule, err)
+		}
+	}
+	decorator := requestdecorator.New(nil)
+	server := &http.Server{
+		Addr: cfg.Listen,
+		Handler: http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
+			decorator.ServeHTTP(rw, req, mux.ServeHTTP)
+		}),
+	}
+	fmt.Printf("edge: %d route(s) on %s\n", len(cfg.Routes), cfg.Listen)
+	return server.ListenAndServe()
+}
+
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: edge CONFIG.json")
+		os.Exit(2)
+	}
+	if err := run(os.Args[1]); err != nil {
+		fmt.Fprintln(os.Stderr, "edge:", err)
+		os.Exit(1)
+	}
+}

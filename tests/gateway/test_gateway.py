@@ -1,0 +1,351 @@
+"""The gateway as clients and Prometheus meet it: the real LiteLLM proxy (PyPI, the release the image pins;
+`make gateway` installs it) started with the config and the container arguments and environment that
+render.yml writes, behind Traefik's own router (lab/edge, built from the Traefik module K3s bundles) loaded
+with the rendered IngressRoute rule and strip-prefix Middleware.
+
+Simulated, and named so: the model servers are stand-in backends on loopback (an OpenAI-compatible
+/v1/chat/completions that answers with the model name it was asked for), and the rendered api_base of each
+model is pointed at its stand-in instead of the cluster Service (the one change to the config). TLS, the rate
+limit and the network policies are not part of this test (the live tests apply the policies).
+"""
+
+import importlib.util
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "lab"))
+import edgebuild  # noqa: E402
+
+# The unit tests' helpers (running playbooks with the working tree's collection, writing a site inventory).
+_spec = importlib.util.spec_from_file_location("unit_helpers", ROOT / "tests" / "unit" / "conftest.py")
+helpers = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(helpers)
+
+LITELLM = ROOT / ".cache" / "litellm-venv" / "bin" / "litellm"
+SITES = {
+    # The example operators copy: one vLLM model, the route under /api/litellm (stripped before the gateway).
+    "example": {"inventory": ROOT / "inventories" / "example"},
+    # vLLM and NIM models, tensor parallelism and time-slicing, the whole host routed ("/").
+    "full": {
+        "servers": ["cp-1"],
+        "gpu_nodes": {"gpu-a": 2, "gpu-b": 2},
+        "classes": {"gpu-a": "shared"},
+        "group_vars": {
+            "nim_models": [
+                {
+                    "served_name": "llama-8b",
+                    "image": "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.3.3",
+                    "gpus": 1,
+                    "replicas": 2,
+                }
+            ],
+            "vllm_models": [
+                {"served_name": "nemotron-35b", "path": "nvidia/Nemotron-4-35B", "tensor_parallel_size": 2},
+                {"served_name": "qwen-7b", "path": "Qwen/Qwen2-7B", "replicas": 2},
+            ],
+            "gpu_operator_time_slicing_classes": {"shared": 2, "exclusive": 1},
+            "gpu_operator_time_slicing_default": "exclusive",
+            "traefik_host": "llm.example.org",
+            "traefik_path_prefix": "/",
+            "cert_manager_issuer_kind": "acme",
+            "cert_manager_acme_email": "ops@example.org",
+        },
+    },
+}
+# Routes LiteLLM serves that must never be reachable through the public route (admin API, UI, metrics, and
+# /health, which calls every model).
+ADMIN = [
+    ("POST", "/key/generate"),
+    ("GET", "/key/list"),
+    ("POST", "/user/new"),
+    ("POST", "/team/new"),
+    ("POST", "/model/new"),
+    ("GET", "/model/info"),
+    ("GET", "/ui"),
+    ("GET", "/ui/"),
+    ("GET", "/metrics/"),
+    ("GET", "/health"),
+    ("GET", "/config/list"),
+    ("GET", "/global/spend/logs"),
+    ("GET", "/v1/chat/completions/../../key/list"),
+]
+DEADLINE = 120  # seconds for a process to answer
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def request(method, url, host=None, key=None, body=None, timeout=30):
+    """(status, headers, text) of one HTTP request; never raises for an HTTP error status."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method)
+    if host:
+        req.add_header("Host", host)
+    if key:
+        req.add_header("Authorization", "Bearer " + key)
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, dict(resp.headers), resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, dict(err.headers), err.read().decode()
+
+
+def wait_for(url, proc, what):
+    deadline = time.monotonic() + DEADLINE
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError("%s exited with %s" % (what, proc.returncode))
+        try:
+            urllib.request.urlopen(url, timeout=2).close()
+            return
+        except urllib.error.HTTPError:
+            return  # it answers
+        except OSError:
+            time.sleep(0.5)
+    raise AssertionError("%s did not answer %s within %ds" % (what, url, DEADLINE))
+
+
+class StandIn(BaseHTTPRequestHandler):
+    """A stand-in model server (not vLLM or NIM): answers chat completions with the model it was asked for."""
+
+    calls = None  # list shared with the test, set per server
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        self.calls.append((self.path, body.get("model")))
+        self.reply(
+            {
+                "id": "chatcmpl-stand-in",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model"),
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": "stand-in for %s" % body.get("model")},
+                    }
+                ],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7},
+            }
+        )
+
+    def do_GET(self):
+        self.reply({"object": "list", "data": []})
+
+    def reply(self, obj):
+        data = json.dumps(obj).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def render(site_id, tmp):
+    site = SITES[site_id]
+    if "inventory" in site:
+        inventory = site["inventory"]
+    else:
+        (tmp / "inventory").mkdir()
+        inventory = helpers.write_site(
+            tmp / "inventory", site["servers"], site["gpu_nodes"], site["group_vars"], classes=site["classes"]
+        )
+    out = tmp / "rendered"
+    proc, _ = helpers.run_playbook("render.yml", inventory, callback="default", extra=["-e", "render_dir=%s" % out])
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    docs = []
+    for path in sorted(out.glob("*.yaml")):
+        docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return docs
+
+
+def one(docs, kind, name=None, pred=None):
+    found = [
+        d
+        for d in docs
+        if d["kind"] == kind and (name is None or d["metadata"]["name"] == name) and (pred is None or pred(d))
+    ]
+    assert len(found) == 1, "%d %s %s" % (len(found), kind, name or "")
+    return found[0]
+
+
+@pytest.fixture(scope="module", params=sorted(SITES), ids=sorted(SITES))
+def gateway(request, tmp_path_factory):
+    if not LITELLM.exists():
+        pytest.fail("the LiteLLM proxy is not installed: run `make gateway` (it installs .cache/litellm-venv)")
+    tmp = tmp_path_factory.mktemp(request.param)
+    docs = render(request.param, tmp)
+    deployment = one(
+        docs, "Deployment", pred=lambda d: d["metadata"]["labels"].get("app.kubernetes.io/component") == "gateway"
+    )
+    name = deployment["metadata"]["name"]
+    config = yaml.safe_load(one(docs, "ConfigMap", name + "-config")["data"]["config.yaml"])
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    route = one(docs, "IngressRoute", pred=lambda d: d["spec"]["entryPoints"] == ["websecure"])
+    middlewares = {d["metadata"]["name"]: d["spec"] for d in docs if d["kind"] == "Middleware"}
+    monitor = one(docs, "PodMonitor", "aiinfra-gateway")
+
+    # Stand-ins: one per model of the rendered routing table; api_base is the only field changed.
+    servers, calls = [], {}
+    for entry in config["model_list"]:
+        model = entry["model_name"]
+        calls[model] = []
+        handler = type("StandIn_" + model.replace("-", "_").replace(".", "_"), (StandIn,), {"calls": calls[model]})
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        entry["litellm_params"]["api_base"] = "http://127.0.0.1:%d/v1" % server.server_address[1]
+    config_file = tmp / "config.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+
+    # LiteLLM with the container's arguments and environment (config path and port taken over for loopback).
+    port = free_port()
+    args = list(container["args"])
+    args[args.index("--config") + 1] = str(config_file)
+    args[args.index("--port") + 1] = str(port)
+    master_key = "sk-" + secrets.token_hex(24)
+    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    assert [e["name"] for e in container["env"] if "valueFrom" in e] == ["LITELLM_MASTER_KEY"]
+    env.update(LITELLM_MASTER_KEY=master_key, PATH=os.environ["PATH"], HOME=str(tmp))
+    log = open(tmp / "litellm.log", "w")  # noqa: SIM115 (closed at teardown)
+    litellm = subprocess.Popen([str(LITELLM), *args], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp)
+
+    # Traefik's router with the rendered rule, stripping the prefixes of the route's strip-prefix Middleware.
+    rendered_route = route["spec"]["routes"][0]
+    strip = []
+    for ref in rendered_route.get("middlewares", []):
+        strip += middlewares[ref["name"]].get("stripPrefix", {}).get("prefixes", [])
+    edge_port = free_port()
+    edge_config = tmp / "edge.json"
+    edge_config.write_text(
+        json.dumps(
+            {
+                "listen": "127.0.0.1:%d" % edge_port,
+                "routes": [
+                    {
+                        "name": route["metadata"]["name"],
+                        "rule": rendered_route["match"],
+                        "strip_prefixes": strip,
+                        "backend": "http://127.0.0.1:%d" % port,
+                    }
+                ],
+            }
+        )
+    )
+    edge = subprocess.Popen([str(edgebuild.edge_path()), str(edge_config)], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for("http://127.0.0.1:%d/" % edge_port, edge, "the edge")
+        wait_for("http://127.0.0.1:%d/health/liveliness" % port, litellm, "LiteLLM")
+        host = route["spec"]["routes"][0]["match"].split("`")[1]
+        prefix = strip[0] if strip else ""
+        yield {
+            "site": request.param,
+            "public": "http://127.0.0.1:%d%s" % (edge_port, prefix),
+            "host": host,
+            "direct": "http://127.0.0.1:%d" % port,
+            "key": master_key,
+            "models": sorted(calls),
+            "calls": calls,
+            "route": route["metadata"]["name"],
+            "container": container,
+            "monitor": monitor,
+            "log": tmp / "litellm.log",
+        }
+    finally:
+        for proc in (edge, litellm):
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        for server in servers:
+            server.shutdown()
+        log.close()
+
+
+def chat(gw, model, key):
+    body = {"model": model, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 4}
+    return request("POST", gw["public"] + "/v1/chat/completions", gw["host"], key, body)
+
+
+def test_a_request_without_the_key_is_refused_with_401(gateway):
+    status, headers, text = chat(gateway, gateway["models"][0], None)
+    assert status == 401, text
+    assert headers.get("X-Edge-Route") == gateway["route"]  # refused by LiteLLM, after the route matched
+    assert all(not calls for calls in gateway["calls"].values())
+
+
+def test_each_model_is_routed_to_its_backend_and_answered(gateway):
+    for model in gateway["models"]:
+        status, _, text = chat(gateway, model, gateway["key"])
+        assert status == 200, text
+        assert json.loads(text)["choices"][0]["message"]["content"] == "stand-in for %s" % model
+        assert gateway["calls"][model][-1] == ("/v1/chat/completions", model)
+    status, _, text = request("GET", gateway["public"] + "/v1/models", gateway["host"], gateway["key"])
+    assert status == 200, text
+    assert sorted(m["id"] for m in json.loads(text)["data"]) == gateway["models"]
+
+
+def test_an_unknown_model_reaches_no_backend(gateway):
+    before = {m: len(c) for m, c in gateway["calls"].items()}
+    status, _, _ = chat(gateway, "no-such-model", gateway["key"])
+    assert status in (400, 404)
+    assert {m: len(c) for m, c in gateway["calls"].items()} == before
+
+
+@pytest.mark.parametrize(("method", "path"), ADMIN, ids=[p for _, p in ADMIN])
+def test_admin_routes_are_not_reachable_through_the_public_route(gateway, method, path):
+    status, headers, _ = request(
+        method, gateway["public"] + path, gateway["host"], gateway["key"], body={} if method == "POST" else None
+    )
+    assert status == 404
+    assert "X-Edge-Route" not in headers  # Traefik's router matched no route: the gateway never saw it
+
+
+def test_the_gateway_serves_admin_routes_inside_the_cluster(gateway):
+    """The 404s above are the edge's doing: the same gateway answers an admin route when asked directly."""
+    status, _, text = request("GET", gateway["direct"] + "/model/info", key=gateway["key"])
+    assert status == 200, text
+    status, _, _ = request("GET", gateway["public"] + "/health/liveliness", gateway["host"])
+    assert status == 200
+
+
+def test_the_scrape_as_the_pod_monitor_configures_it_returns_the_gateway_metrics(gateway):
+    chat(gateway, gateway["models"][0], gateway["key"])  # at least one answered request to count
+    chat(gateway, gateway["models"][0], None)  # and one refused
+    endpoint = gateway["monitor"]["spec"]["podMetricsEndpoints"][0]
+    assert not {"authorization", "basicAuth", "bearerTokenSecret", "oauth2"} & set(endpoint)
+    # The endpoint's port name is the container port LiteLLM listens on (--port), here moved to a free port.
+    args = gateway["container"]["args"]
+    ports = {p["name"]: p["containerPort"] for p in gateway["container"]["ports"]}
+    assert ports[endpoint["port"]] == int(args[args.index("--port") + 1])
+    url = "%s://%s%s" % (endpoint.get("scheme", "http"), gateway["direct"].split("://")[1], endpoint["path"])
+    status, _, text = request("GET", url)
+    assert status == 200, text[:500]
+    samples = [line for line in text.splitlines() if line.startswith("litellm_proxy_total_requests_metric_total{")]
+    model = gateway["models"][0]
+    assert any('requested_model="%s"' % model in s and 'status_code="200"' in s for s in samples), samples
+    assert any(line.startswith("litellm_proxy_failed_requests_metric_total") for line in text.splitlines())
