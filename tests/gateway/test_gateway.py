@@ -174,7 +174,7 @@ def render(site_id, tmp):
             tmp / "inventory", site["servers"], site["gpu_nodes"], site["group_vars"], classes=site["classes"]
         )
     out = tmp / "rendered"
-    proc, _ = helpers.run_playbook("render.yml", inventory, callback="default", extra=["-e", "render_dir=%s" % out])
+    proc = helpers.run_playbook("render.yml", inventory, callback="default", extra=["-e", "render_dir=%s" % out])[0]
     assert proc.returncode == 0, proc.stdout[-3000:]
     docs = []
     for path in sorted(out.glob("*.yaml")):
@@ -300,25 +300,25 @@ def test_a_request_without_the_key_is_refused_with_401(gateway):
 
 def test_each_model_is_routed_to_its_backend_and_answered(gateway):
     for model in gateway["models"]:
-        status, _, text = chat(gateway, model, gateway["key"])
+        status, _headers, text = chat(gateway, model, gateway["key"])
         assert status == 200, text
         assert json.loads(text)["choices"][0]["message"]["content"] == "stand-in for %s" % model
         assert gateway["calls"][model][-1] == ("/v1/chat/completions", model)
-    status, _, text = request("GET", gateway["public"] + "/v1/models", gateway["host"], gateway["key"])
+    status, _headers, text = request("GET", gateway["public"] + "/v1/models", gateway["host"], gateway["key"])
     assert status == 200, text
     assert sorted(m["id"] for m in json.loads(text)["data"]) == gateway["models"]
 
 
 def test_an_unknown_model_reaches_no_backend(gateway):
     before = {m: len(c) for m, c in gateway["calls"].items()}
-    status, _, _ = chat(gateway, "no-such-model", gateway["key"])
+    status, _headers, _text = chat(gateway, "no-such-model", gateway["key"])
     assert status in (400, 404)
     assert {m: len(c) for m, c in gateway["calls"].items()} == before
 
 
-@pytest.mark.parametrize(("method", "path"), ADMIN, ids=[p for _, p in ADMIN])
+@pytest.mark.parametrize(("method", "path"), ADMIN, ids=[p for _method, p in ADMIN])
 def test_admin_routes_are_not_reachable_through_the_public_route(gateway, method, path):
-    status, headers, _ = request(
+    status, headers, _text = request(
         method, gateway["public"] + path, gateway["host"], gateway["key"], body={} if method == "POST" else None
     )
     assert status == 404
@@ -327,9 +327,9 @@ def test_admin_routes_are_not_reachable_through_the_public_route(gateway, method
 
 def test_the_gateway_serves_admin_routes_inside_the_cluster(gateway):
     """The 404s above are the edge's doing: the same gateway answers an admin route when asked directly."""
-    status, _, text = request("GET", gateway["direct"] + "/model/info", key=gateway["key"])
+    status, _headers, text = request("GET", gateway["direct"] + "/model/info", key=gateway["key"])
     assert status == 200, text
-    status, _, _ = request("GET", gateway["public"] + "/health/liveliness", gateway["host"])
+    status, _headers, _text = request("GET", gateway["public"] + "/health/liveliness", gateway["host"])
     assert status == 200
 
 
@@ -343,7 +343,7 @@ def test_the_scrape_as_the_pod_monitor_configures_it_returns_the_gateway_metrics
     ports = {p["name"]: p["containerPort"] for p in gateway["container"]["ports"]}
     assert ports[endpoint["port"]] == int(args[args.index("--port") + 1])
     url = "%s://%s%s" % (endpoint.get("scheme", "http"), gateway["direct"].split("://")[1], endpoint["path"])
-    status, _, text = request("GET", url)
+    status, _headers, text = request("GET", url)
     assert status == 200, text[:500]
     samples = [line for line in text.splitlines() if line.startswith("litellm_proxy_total_requests_metric_total{")]
     model = gateway["models"][0]

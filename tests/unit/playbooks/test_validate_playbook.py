@@ -216,3 +216,54 @@ def test_site_with_tags_still_validates_first(tmp_path):
     assert proc.returncode != 0
     assert "The inventory has" in text and "problem(s)" in text, text[-3000:]
     assert "unreachable=1" not in proc.stdout.split("PLAY RECAP")[-1]
+
+
+SPEC_SITE = {
+    "all": {
+        "children": {
+            "k3s_servers": {"hosts": {"cp-1": {"ansible_host": "192.0.2.10", "ansible_ssh_executable": "/bin/false"}}},
+            "k3s_agents": {"hosts": {"gpu-1": {"ansible_host": "192.0.2.11", "ansible_ssh_executable": "/bin/false"}}},
+            "gpu_nodes": {"hosts": {"gpu-1": {"aiinfra_gpu_count": 1}}},
+        }
+    }
+}
+
+
+@pytest.mark.slow
+def test_variables_that_cannot_work_are_refused_all_at_once_without_a_traceback(tmp_path):
+    inv = yaml.safe_load(yaml.safe_dump(SPEC_SITE))
+    inv["all"]["children"]["gpu_nodes"]["hosts"]["gpu-1"] = {"aiinfra_gpu_count": "two", "k3s_node_ip": "127.0.0.1"}
+    proc = run_validate(
+        tmp_path,
+        inv,
+        {
+            "k3s_gpu_node_taints": ["nvidia.com/gpu=present:NoSchedul"],
+            "k3s_registration_address": "https://192.0.2.10:6443",
+            "aiinfra_namespace": "IA_Services",
+            "vllm_models": [{"served_name": "qwen", "path": "Qwen/Qwen2-7B", "tensor_paralel_size": 2, "replicas": 0}],
+        },
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "Traceback" not in out and "AnsibleFilterError" not in out and "Unexpected" not in out, out
+    assert "The inventory has 7 problem(s)" in out, out
+    for fragment in (
+        "[gpu-1] aiinfra_gpu_count - aiinfra_gpu_count is 'two', not a whole number",
+        "[gpu-1] k3s_node_ip - k3s_node_ip is 127.0.0.1",
+        "did you mean NoSchedule?",
+        "k3s_registration_address is 'https://192.0.2.10:6443'",
+        "aiinfra_namespace is 'IA_Services'",
+        "rename it to tensor_parallel_size",
+        "vllm_models[0].replicas is 0",
+    ):
+        assert fragment in out.replace("\n        ", " "), fragment
+    assert "unreachable=1" not in out  # no host was contacted
+
+
+@pytest.mark.slow
+def test_a_misspelt_variable_warns_and_names_the_known_one(tmp_path):
+    proc = run_validate(tmp_path, SPEC_SITE, {"k3s_verison": "v1.30.0+k3s1"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout.replace("\n        ", " ")
+    assert "WARNING UNKNOWN_VARIABLE" in out and "rename k3s_verison to k3s_version" in out, out
+    assert "Not checked without facts" in out

@@ -23,9 +23,10 @@ def defaults_for(case):
 def test_check_cluster(case):
     hostvars = {h: case["vars"].get(h, {}) for h in case["hosts"]}
     lines = format_problems(check_cluster(case["hosts"], hostvars, defaults_for(case)))
-    for fragment in case["messages"]:
+    expected = case.get("plain_messages", case["messages"])
+    for fragment in expected:
         assert any(line.startswith(fragment) for line in lines), (fragment, lines)
-    assert len(lines) == len(case["messages"]), lines
+    assert len(lines) == len(expected), lines
 
 
 def run_validate(tmp_path, case):

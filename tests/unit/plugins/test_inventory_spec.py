@@ -1,0 +1,60 @@
+"""plugins/module_utils/inventory_spec.py with the roles' real argument specs (cases in data/inventory_spec.yml)."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.aiinfra.k3s.plugins.filter.inventory_spec_problems import role_specs
+from ansible_collections.aiinfra.k3s.plugins.module_utils import inventory_spec
+
+CASES = yaml.safe_load((Path(__file__).parents[1] / "data" / "inventory_spec.yml").read_text())
+SPECS = inventory_spec.merge_specs(role_specs())
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_spec_problems(case):
+    declared = {host: list(values) for host, values in case["vars"].items()}
+    problems = inventory_spec.spec_problems(SPECS, case["vars"], declared)
+    assert sorted([p["code"], p["variable"]] for p in problems) == sorted(case["expect"]), problems
+    for p in problems:
+        assert p["severity"] == ("warning" if p["code"] == "UNKNOWN_VARIABLE" else "error")
+        assert (p["host"] and p["fix"] and p["variable"] in p["problem"]) or p["code"] == "SAME_MACHINE"
+
+
+def test_a_misspelt_variable_names_the_known_one():
+    (warning,) = inventory_spec.spec_problems(SPECS, {"cp-1": {}}, {"cp-1": ["k3s_verison"]})
+    assert "k3s_version" in warning["problem"] and warning["fix"] == "rename k3s_verison to k3s_version"
+
+
+def test_a_misspelt_model_key_names_the_known_one():
+    models = [{"served_name": "m", "path": "p", "tensor_paralel_size": 2}]
+    (problem,) = inventory_spec.spec_problems(SPECS, {"cp-1": {"vllm_models": models}}, {})
+    assert problem["fix"] == "rename it to tensor_parallel_size"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [None, 1, 1.5, True, "", "x", [], {}, [None], {"a": None}, object(), "{{ x }}", -1, 10**30, "\n", ["a:B"]],
+)
+def test_no_value_of_any_type_raises(value):
+    for name in (
+        "aiinfra_gpu_count",
+        "k3s_node_taints",
+        "k3s_node_labels",
+        "vllm_models",
+        "k3s_token",
+        "k3s_node_ip",
+        "k3s_registration_address",
+        "litellm_port",
+        "litellm_replicas",
+        "aiinfra_namespace",
+        "k3s_install_mode",
+    ):
+        inventory_spec.spec_problems(SPECS, {"h": {name: value}}, {"h": [name]})
+
+
+def test_every_role_spec_is_read():
+    roles = {spec["role"] for spec in SPECS.values()}
+    assert {"k3s", "vllm", "nim", "litellm", "traefik", "monitoring", "prereq"} <= roles
+    assert SPECS["vllm_models"]["options"]["tensor_parallel_size"]["type"] == "int"
