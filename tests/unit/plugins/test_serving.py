@@ -2,8 +2,10 @@
 Kubernetes schema validation (the K3s release's Kubernetes version), custom resources against their CRD
 schema, policies kept as data, and the GPU verifier run on what the cluster would schedule."""
 
+import difflib
 import hashlib
 import json
+import os
 import re
 import stat
 import subprocess
@@ -1010,3 +1012,28 @@ def test_one_gpu_demand_beyond_the_slices_is_refused_when_whole_gpus_are_reserve
     problems = sv.plan_problems(models, capacity, IMAGE)
     assert any("the one-GPU models need 3 GPU slices but the time-sliced nodes have 2" in p for p in problems)
     assert sv.plan_problems([models[0], dict(models[1], replicas=2)], capacity, IMAGE) == []
+
+
+GOLDEN = ROOT / "tests" / "golden"
+
+
+def test_rendered_manifests_match_the_golden_files(rendered):
+    """Every file render.yml writes for each test site, byte for byte. A change that alters them on purpose
+    regenerates them with AIINFRA_UPDATE_GOLDEN=1 make unit and says why in its commit."""
+    site, _docs, out, _proc = rendered
+    golden = GOLDEN / site
+    files = sorted(p.name for p in out.glob("*.yaml") if p.name != "secrets.yaml")  # secrets stay out of git
+    if os.environ.get("AIINFRA_UPDATE_GOLDEN") == "1":
+        golden.mkdir(parents=True, exist_ok=True)
+        for old in golden.glob("*.yaml"):
+            old.unlink()
+        for name in files:
+            (golden / name).write_text((out / name).read_text())
+    assert sorted(p.name for p in golden.glob("*.yaml")) == files
+    for name in files:
+        want, got = (golden / name).read_text(), (out / name).read_text()
+        if want != got:
+            diff = difflib.unified_diff(
+                want.splitlines(), got.splitlines(), f"golden/{site}/{name}", "rendered", lineterm=""
+            )
+            pytest.fail("\n".join(list(diff)[:80]))
