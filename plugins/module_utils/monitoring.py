@@ -2,8 +2,8 @@
 # Copyright: (c) 2026, aiinfra.k3s developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Monitoring of the serving stack: kube-prometheus-stack as a K3s HelmChart, scrape targets (PodMonitor for the
-model servers and the gateway, ServiceMonitor for the DCGM exporter), the recording and alert rules of the notes'
-figures (a PrometheusRule, also written as a plain rules file for promtool), and Grafana dashboards."""
+model servers and the gateway, ServiceMonitor for the DCGM exporter), the recording and alert rules of the
+figures in docs/architecture.md (a PrometheusRule, also written as a plain rules file for promtool), and Grafana dashboards."""
 
 import json
 

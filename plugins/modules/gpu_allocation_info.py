@@ -116,7 +116,7 @@ gpu_pods:
   type: list
   elements: dict
   sample:
-    - {namespace: ia-services-payed, name: vllm-0, node: gx10-db4d, phase: Running, gpus: 1,
+    - {namespace: ai-serving, name: vllm-0, node: gx10-db4d, phase: Running, gpus: 1,
        resources: {nvidia.com/gpu: 1}}
 summary:
   description: Totals over the GPU nodes, GPU pod count, pending GPU pods and findings per severity.

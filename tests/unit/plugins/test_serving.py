@@ -61,6 +61,8 @@ NODES = {
     "lab": {"lab-gpu-1": 1, "lab-gpu-2": 1},
     "full": {"gpu-a": 2, "gpu-b": 2},
 }
+# The example and the full site name the notes' namespace; the lab takes the collection's default.
+NAMESPACE = {"example": "ia-services-payed", "lab": "ai-serving", "full": "ia-services-payed"}
 FULL_CLASSES = {"gpu-a": "shared"}  # gpu-b takes the default class, exclusive
 ALLOCATABLE = {"example": NODES["example"], "lab": NODES["lab"], "full": {"gpu-a": 4, "gpu-b": 2}}
 
@@ -366,7 +368,7 @@ def test_one_autoscaler_per_target_and_maxima_fit_the_gpus(rendered):
     for target in targets:
         assert target in deployments, target
         assert "replicas" not in deployments[target]["spec"], target  # the autoscaler owns the count
-    assert ("ia-services-payed", "litellm-ha") in targets
+    assert (NAMESPACE[site], "litellm-ha") in targets
     total = sum(ALLOCATABLE[site].values())
     gpus_at_min = 0
     for dep in deployments.values():
@@ -591,8 +593,8 @@ def test_storage_follows_the_notes(rendered):
     per_node = {node: [v[0] for v in pinned].count(node) for node in NODES[site]}
     assert per_node == ALLOCATABLE[site]
     assert all(pv["spec"]["local"]["path"] == "/data/model-registry" for pv in pvs)
-    (ns,) = [d for d in of_kind(docs, "Namespace") if d["metadata"]["name"] == "ia-services-payed"]
-    assert ns["metadata"]["name"] == "ia-services-payed"
+    (ns,) = [d for d in of_kind(docs, "Namespace") if d["metadata"]["name"] == NAMESPACE[site]]
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
 
 
 def test_gateway_routes_exactly_the_deployed_models_and_services(rendered):
