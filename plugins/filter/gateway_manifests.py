@@ -1,0 +1,46 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.k3s developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+DOCUMENTATION = r"""
+name: gateway_manifests
+short_description: Build the LiteLLM gateway routing to exactly the rendered model servers
+version_added: 0.2.0
+description:
+  - Takes the rendered model-server objects and returns the gateway's ConfigMap, Deployment, Service and
+    PodDisruptionBudget, routing to exactly their Services.
+options:
+  _input:
+    description: The rendered model-server objects (vLLM and NIM).
+    type: list
+    required: true
+  params:
+    description: The litellm role's settings.
+    type: dict
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Build the LiteLLM gateway routing to exactly the rendered model servers
+  ansible.builtin.set_fact:
+    __objects: "{{ __backends | aiinfra.k3s.gateway_manifests(__params) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: Kubernetes objects as mappings.
+  type: list
+  elements: dict
+"""
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils import gateway
+from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
+
+
+def gateway_manifests(objects, params):
+    return build("gateway_manifests", lambda: gateway.gateway_manifests(list(objects), dict(params)))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"gateway_manifests": gateway_manifests}

@@ -1,0 +1,52 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.k3s developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+DOCUMENTATION = r"""
+name: vllm_manifests
+short_description: Build the vLLM model servers (a StatefulSet and a Service per model)
+version_added: 0.2.0
+description:
+  - Takes the vllm_models list and returns, per model, a StatefulSet (one store claim per replica) and a Service
+    built by the shared GPU workload builder: GPU limits equal to the tensor-parallel size, the GPU toleration
+    and node selector, probes sized for slow model loads, graceful shutdown, a read-only model store, a memory-
+    backed /dev/shm and JSON logs.
+options:
+  _input:
+    description: The vllm_models list.
+    type: list
+    required: true
+  params:
+    description: The vllm role's settings (image, store, shm size, resources, log level, user).
+    type: dict
+    required: true
+  site:
+    description: Placement (namespace, GPU node selector and toleration, runtime class, sliced replicas, reserve_whole).
+    type: dict
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Build the vLLM model servers (a StatefulSet and a Service per model)
+  ansible.builtin.set_fact:
+    __objects: "{{ vllm_models | aiinfra.k3s.vllm_manifests(__params, __site) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: Kubernetes objects as mappings.
+  type: list
+  elements: dict
+"""
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils import serving
+from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
+
+
+def vllm_manifests(models, params, site):
+    return build("vllm_manifests", lambda: serving.vllm_manifests(list(models), dict(site), dict(params)))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"vllm_manifests": vllm_manifests}
