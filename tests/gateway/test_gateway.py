@@ -36,35 +36,12 @@ helpers = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(helpers)
 
 LITELLM = ROOT / ".cache" / "litellm-venv" / "bin" / "litellm"
+LIVE_SITES = {s["id"]: s for s in yaml.safe_load((ROOT / "tests" / "live" / "sites.yml").read_text())}
 SITES = {
     # The example operators copy: one vLLM model, the route under /api/litellm (stripped before the gateway).
     "example": {"inventory": ROOT / "inventories" / "example"},
-    # vLLM and NIM models, tensor parallelism and time-slicing, the whole host routed ("/").
-    "full": {
-        "servers": ["cp-1"],
-        "gpu_nodes": {"gpu-a": 2, "gpu-b": 2},
-        "classes": {"gpu-a": "shared"},
-        "group_vars": {
-            "nim_models": [
-                {
-                    "served_name": "llama-8b",
-                    "image": "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.3.3",
-                    "gpus": 1,
-                    "replicas": 2,
-                }
-            ],
-            "vllm_models": [
-                {"served_name": "nemotron-35b", "path": "nvidia/Nemotron-4-35B", "tensor_parallel_size": 2},
-                {"served_name": "qwen-7b", "path": "Qwen/Qwen2-7B", "replicas": 2},
-            ],
-            "gpu_operator_time_slicing_classes": {"shared": 2, "exclusive": 1},
-            "gpu_operator_time_slicing_default": "exclusive",
-            "traefik_host": "llm.example.org",
-            "traefik_path_prefix": "/",
-            "cert_manager_issuer_kind": "acme",
-            "cert_manager_acme_email": "ops@example.org",
-        },
-    },
+    # The live tests' largest site: vLLM and NIM models, tensor parallelism, time-slicing, the whole host ("/").
+    "full": LIVE_SITES["full"],
 }
 # Routes LiteLLM serves that must never be reachable through the public route (admin API, UI, metrics, and
 # /health, which calls every model).
@@ -171,7 +148,7 @@ def render(site_id, tmp):
     else:
         (tmp / "inventory").mkdir()
         inventory = helpers.write_site(
-            tmp / "inventory", site["servers"], site["gpu_nodes"], site["group_vars"], classes=site["classes"]
+            tmp / "inventory", site["servers"], site["gpu_nodes"], site["group_vars"], classes=site.get("classes")
         )
     out = tmp / "rendered"
     proc = helpers.run_playbook("render.yml", inventory, callback="default", extra=["-e", "render_dir=%s" % out])[0]
