@@ -148,7 +148,6 @@ def test_serving_problems_are_reported_together(tmp_path):
         inv,
         {
             "litellm_master_key": weak,
-            "gpu_operator_mig_strategy": "everything",
             "gpu_operator_time_slicing_classes": {"exclusive": 1},
             "nim_models": [nim],
         },
@@ -156,7 +155,6 @@ def test_serving_problems_are_reported_together(tmp_path):
     assert proc.returncode != 0
     out = " ".join(proc.stdout.split())
     for fragment in (
-        "gpu_operator_mig_strategy is 'everything'",
         "gpu-1: GPU class 'shared' is not in gpu_operator_time_slicing_classes",
         "nim_models is set but nim_ngc_api_key is empty",
         "llama: a NIM backend needs at least 2 replicas",
