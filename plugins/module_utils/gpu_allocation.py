@@ -210,6 +210,196 @@ def expected_count(name, labels, expected, replicas):
     return physical * replicas, physical, "%d GPUs x %d replicas" % (physical, replicas)
 
 
+def _gpu_nodes(nodes, selector, expected):
+    """{name: what the checks need} for every node that is a GPU node by label, capacity or expectation."""
+    info = {}
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        name = meta.get("name")
+        labels = meta.get("labels") or {}
+        status = node.get("status") or {}
+        capacity = gpu_resources(status.get("capacity"))
+        selected = bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+        if not (selected or name in expected or labels.get("nvidia.com/gpu.present") == "true" or capacity):
+            continue
+        info[name] = {
+            "node": node,
+            "labels": labels,
+            "selected": selected,
+            "capacity": capacity,
+            "allocatable": gpu_resources(status.get("allocatable")),
+            "requested": {},
+            "replicas": _label_int(labels, "nvidia.com/gpu.replicas") or 1,
+            "ready": node_ready(node),
+            "schedulable": not (node.get("spec") or {}).get("unschedulable", False),
+            "pods": 0,
+        }
+    return info
+
+
+def _non_gpu_pod_findings(pod, ref, node_name, info, system, allowed_pods):
+    meta, phase = pod.get("metadata") or {}, (pod.get("status") or {}).get("phase", "Unknown")
+    if (
+        node_name in info
+        and phase == "Running"
+        and meta.get("namespace", "") not in system
+        and not owned_by_daemonset(pod)
+        and not allowed(pod, allowed_pods)
+    ):
+        return [
+            finding(
+                "NON_GPU_POD_ON_GPU_NODE",
+                node_name,
+                ref,
+                "%s requests no GPU but runs on GPU node %s, taking CPU and memory from GPU work: add a "
+                "nodeSelector/affinity keeping it off GPU nodes, or list it in allowed_pods if it belongs there"
+                % (ref, node_name),
+            )
+        ]
+    return []
+
+
+def _gpu_pod_findings(pod, ref, node_name, gpus, taint, gpu_taint):
+    """Findings of one GPU pod: rejected at admission, missing toleration, not scheduled."""
+    status = pod.get("status") or {}
+    phase, total = status.get("phase", "Unknown"), sum(gpus.values())
+    if phase in TERMINATED:
+        reason = status.get("reason", "")
+        if phase == "Failed" and any(reason.startswith(r) for r in ADMISSION_REASONS):
+            return [
+                finding(
+                    "GPU_POD_ADMISSION_FAILED",
+                    node_name,
+                    ref,
+                    "%s was rejected by the kubelet on %s (%s: %s): the device plugin could not hand out its GPUs; "
+                    "check the device plugin pod and node GPU health, then delete the pod so it is recreated"
+                    % (ref, node_name, reason, status.get("message", "")),
+                )
+            ]
+        return []
+    out = []
+    if not tolerates(pod, taint):
+        out.append(
+            finding(
+                "GPU_POD_NO_TOLERATION",
+                node_name,
+                ref,
+                "%s requests %d GPU(s) but does not tolerate the GPU taint %s, so it cannot run on GPU nodes: "
+                "add the toleration" % (ref, total, gpu_taint),
+            )
+        )
+    if not node_name:
+        out.append(
+            finding(
+                "GPU_POD_PENDING",
+                None,
+                ref,
+                "%s requests %s and is not scheduled: %s" % (ref, _fmt(gpus), scheduling_reason(pod)),
+            )
+        )
+    return out
+
+
+def _capacity_findings(name, n, cap, alloc, exp, basis):
+    """Advertised against expected, allocatable against advertised, requested against allocatable."""
+    out = []
+    if not cap:
+        out.append(
+            finding(
+                "GPU_NOT_ADVERTISED",
+                name,
+                None,
+                "%s is a GPU node (%s) but advertises no %s capacity: the device plugin or GPU Operator is not working "
+                "there; check the nvidia-device-plugin and driver pods on that node"
+                % (name, basis if exp is not None else "by label", GPU_RESOURCE),
+            )
+        )
+    elif exp is not None and cap != exp:
+        out.append(
+            finding(
+                "GPU_CAPACITY_MISMATCH",
+                name,
+                None,
+                "%s advertises %d GPU device(s) but %d are expected (%s): a GPU is missing, or the time-slicing/MIG "
+                "configuration differs from the hardware; compare nvidia-smi with the device plugin config"
+                % (name, cap, exp, basis),
+            )
+        )
+    if alloc < cap:
+        out.append(
+            finding(
+                "GPU_UNHEALTHY",
+                name,
+                None,
+                "%s has %d allocatable of %d GPU device(s): the device plugin marked %d unhealthy; check XID errors "
+                "in dmesg and DCGM health" % (name, alloc, cap, cap - alloc),
+            )
+        )
+    for resource, count in sorted(n["requested"].items()):
+        have = n["allocatable"].get(resource, 0)
+        if count > have:
+            out.append(
+                finding(
+                    "GPU_OVERCOMMIT",
+                    name,
+                    None,
+                    "pods bound to %s request %d %s but only %d are allocatable: some of them cannot really have "
+                    "their GPUs; find pods stuck or failing there and reduce requests" % (name, count, resource, have),
+                )
+            )
+    return out
+
+
+def _placement_findings(name, n, cap, taint, gpu_taint, selector):
+    """The GPU taint and the GPU node labels."""
+    out = []
+    if not has_taint(n["node"], taint):
+        out.append(
+            finding(
+                "GPU_NODE_NOT_TAINTED",
+                name,
+                None,
+                "%s lacks the GPU taint %s, so pods that need no GPU can be scheduled there: re-run the k3s stage "
+                "(labels and taints are reconciled through the API)" % (name, gpu_taint),
+            )
+        )
+    if cap and selector and not n["selected"]:
+        out.append(
+            finding(
+                "GPU_NODE_UNLABELED",
+                name,
+                None,
+                "%s has GPUs but lacks the GPU node labels %s, so GPU workloads selecting them will not land there: "
+                "put the node in the GPU group and re-run the k3s stage"
+                % (name, ", ".join("%s=%s" % kv for kv in sorted(selector.items()))),
+            )
+        )
+    return out
+
+
+def _availability_findings(name, n, alloc, free):
+    """Stranded GPUs (node not ready or cordoned), or idle ones."""
+    if not n["ready"] or not n["schedulable"]:
+        state, fix = (
+            ("NotReady", "check the kubelet/k3s-agent on the node")
+            if not n["ready"]
+            else ("cordoned", "uncordon it when maintenance ends")
+        )
+        return [
+            finding(
+                "GPU_NODE_NOT_READY",
+                name,
+                None,
+                "%s is %s, so its %d GPU(s) are stranded: %s" % (name, state, alloc, fix),
+            )
+        ]
+    if free:
+        return [
+            finding("GPU_IDLE", name, None, "%s has %d allocatable GPU device(s) that no pod requests" % (name, free))
+        ]
+    return []
+
+
 def analyze(
     nodes,
     pods,
@@ -226,103 +416,30 @@ def analyze(
     }
     taint = parse_taint(gpu_taint)
     system = set(system_namespaces or ())
-    findings = []
-
-    # Nodes: classify and read capacity once.
-    info = {}
-    for node in nodes:
-        meta = node.get("metadata") or {}
-        name = meta.get("name")
-        labels = meta.get("labels") or {}
-        status = node.get("status") or {}
-        capacity = gpu_resources(status.get("capacity"))
-        allocatable = gpu_resources(status.get("allocatable"))
-        selected = bool(selector) and all(labels.get(k) == v for k, v in selector.items())
-        is_gpu = selected or name in expected or labels.get("nvidia.com/gpu.present") == "true" or bool(capacity)
-        if not is_gpu:
-            continue
-        replicas = _label_int(labels, "nvidia.com/gpu.replicas") or 1
-        info[name] = {
-            "node": node,
-            "labels": labels,
-            "selected": selected,
-            "capacity": capacity,
-            "allocatable": allocatable,
-            "requested": {},
-            "replicas": replicas,
-            "ready": node_ready(node),
-            "schedulable": not (node.get("spec") or {}).get("unschedulable", False),
-            "pods": 0,
-        }
-
-    gpu_pods = []
+    info = _gpu_nodes(nodes, selector, expected)
+    findings, gpu_pods = [], []
     for pod in pods:
-        meta = pod.get("metadata") or {}
-        status = pod.get("status") or {}
-        spec = pod.get("spec") or {}
-        phase = status.get("phase", "Unknown")
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
         node_name = spec.get("nodeName")
         ns, pname = meta.get("namespace", ""), meta.get("name", "")
         ref = "%s/%s" % (ns, pname)
         gpus = pod_gpus(pod)
-        total = sum(gpus.values())
-        if not total:
-            if (
-                node_name in info
-                and phase == "Running"
-                and ns not in system
-                and not owned_by_daemonset(pod)
-                and not allowed(pod, allowed_pods)
-            ):
-                findings.append(
-                    finding(
-                        "NON_GPU_POD_ON_GPU_NODE",
-                        node_name,
-                        ref,
-                        "%s requests no GPU but runs on GPU node %s, taking CPU and memory from GPU work: add a "
-                        "nodeSelector/affinity keeping it off GPU nodes, or list it in allowed_pods if it belongs there"
-                        % (ref, node_name),
-                    )
-                )
+        if not sum(gpus.values()):
+            findings += _non_gpu_pod_findings(pod, ref, node_name, info, system, allowed_pods)
             continue
+        phase = (pod.get("status") or {}).get("phase", "Unknown")
         gpu_pods.append(
-            {"namespace": ns, "name": pname, "node": node_name, "phase": phase, "gpus": total, "resources": gpus}
+            {
+                "namespace": ns,
+                "name": pname,
+                "node": node_name,
+                "phase": phase,
+                "gpus": sum(gpus.values()),
+                "resources": gpus,
+            }
         )
-        if phase in TERMINATED:
-            reason = status.get("reason", "")
-            if phase == "Failed" and any(reason.startswith(r) for r in ADMISSION_REASONS):
-                findings.append(
-                    finding(
-                        "GPU_POD_ADMISSION_FAILED",
-                        node_name,
-                        ref,
-                        "%s was rejected by the kubelet on %s (%s: %s): the device plugin could not hand out its GPUs; "
-                        "check the device plugin pod and node GPU health, then delete the pod so it is recreated"
-                        % (ref, node_name, reason, status.get("message", "")),
-                    )
-                )
-            continue
-        if not tolerates(pod, taint):
-            findings.append(
-                finding(
-                    "GPU_POD_NO_TOLERATION",
-                    node_name,
-                    ref,
-                    "%s requests %d GPU(s) but does not tolerate the GPU taint %s, so it cannot run on GPU nodes: "
-                    "add the toleration" % (ref, total, gpu_taint),
-                )
-            )
-        if not node_name:
-            findings.append(
-                finding(
-                    "GPU_POD_PENDING",
-                    None,
-                    ref,
-                    "%s requests %s and is not scheduled: %s" % (ref, _fmt(gpus), scheduling_reason(pod)),
-                )
-            )
-            continue
-        if node_name in info:
+        findings += _gpu_pod_findings(pod, ref, node_name, gpus, taint, gpu_taint)
+        if phase not in TERMINATED and node_name in info:
             _add(info[node_name]["requested"], gpus)
             info[node_name]["pods"] += 1
 
@@ -333,111 +450,29 @@ def analyze(
         cap, alloc, req = (sum(n[k].values()) for k in ("capacity", "allocatable", "requested"))
         exp, physical, basis = expected_count(name, n["labels"], expected, n["replicas"])
         free = max(alloc - req, 0)
-        row = {
-            "name": name,
-            "ready": n["ready"],
-            "schedulable": n["schedulable"],
-            "physical": physical,
-            "expected": exp,
-            "capacity": cap,
-            "allocatable": alloc,
-            "requested": req,
-            "free": free,
-            "replicas": n["replicas"],
-            "gpu_pods": n["pods"],
-            "resources": {"capacity": n["capacity"], "allocatable": n["allocatable"], "requested": n["requested"]},
-        }
-        node_rows.append(row)
+        node_rows.append(
+            {
+                "name": name,
+                "ready": n["ready"],
+                "schedulable": n["schedulable"],
+                "physical": physical,
+                "expected": exp,
+                "capacity": cap,
+                "allocatable": alloc,
+                "requested": req,
+                "free": free,
+                "replicas": n["replicas"],
+                "gpu_pods": n["pods"],
+                "resources": {"capacity": n["capacity"], "allocatable": n["allocatable"], "requested": n["requested"]},
+            }
+        )
         totals["nodes"] += 1
         totals["physical"] += physical or 0
         for key, value in (("capacity", cap), ("allocatable", alloc), ("requested", req), ("free", free)):
             totals[key] += value
-        if not cap:
-            findings.append(
-                finding(
-                    "GPU_NOT_ADVERTISED",
-                    name,
-                    None,
-                    "%s is a GPU node (%s) but advertises no %s capacity: the device plugin or GPU Operator is not working "
-                    "there; check the nvidia-device-plugin and driver pods on that node"
-                    % (name, basis if exp is not None else "by label", GPU_RESOURCE),
-                )
-            )
-        elif exp is not None and cap != exp:
-            findings.append(
-                finding(
-                    "GPU_CAPACITY_MISMATCH",
-                    name,
-                    None,
-                    "%s advertises %d GPU device(s) but %d are expected (%s): a GPU is missing, or the time-slicing/MIG "
-                    "configuration differs from the hardware; compare nvidia-smi with the device plugin config"
-                    % (name, cap, exp, basis),
-                )
-            )
-        if alloc < cap:
-            findings.append(
-                finding(
-                    "GPU_UNHEALTHY",
-                    name,
-                    None,
-                    "%s has %d allocatable of %d GPU device(s): the device plugin marked %d unhealthy; check XID errors "
-                    "in dmesg and DCGM health" % (name, alloc, cap, cap - alloc),
-                )
-            )
-        for resource, count in sorted(n["requested"].items()):
-            have = n["allocatable"].get(resource, 0)
-            if count > have:
-                findings.append(
-                    finding(
-                        "GPU_OVERCOMMIT",
-                        name,
-                        None,
-                        "pods bound to %s request %d %s but only %d are allocatable: some of them cannot really have "
-                        "their GPUs; find pods stuck or failing there and reduce requests"
-                        % (name, count, resource, have),
-                    )
-                )
-        if not has_taint(n["node"], taint):
-            findings.append(
-                finding(
-                    "GPU_NODE_NOT_TAINTED",
-                    name,
-                    None,
-                    "%s lacks the GPU taint %s, so pods that need no GPU can be scheduled there: re-run the k3s stage "
-                    "(labels and taints are reconciled through the API)" % (name, gpu_taint),
-                )
-            )
-        if cap and selector and not n["selected"]:
-            findings.append(
-                finding(
-                    "GPU_NODE_UNLABELED",
-                    name,
-                    None,
-                    "%s has GPUs but lacks the GPU node labels %s, so GPU workloads selecting them will not land there: "
-                    "put the node in the GPU group and re-run the k3s stage"
-                    % (name, ", ".join("%s=%s" % kv for kv in sorted(selector.items()))),
-                )
-            )
-        if not n["ready"] or not n["schedulable"]:
-            state, fix = (
-                ("NotReady", "check the kubelet/k3s-agent on the node")
-                if not n["ready"]
-                else ("cordoned", "uncordon it when maintenance ends")
-            )
-            findings.append(
-                finding(
-                    "GPU_NODE_NOT_READY",
-                    name,
-                    None,
-                    "%s is %s, so its %d GPU(s) are stranded: %s" % (name, state, alloc, fix),
-                )
-            )
-        elif free:
-            findings.append(
-                finding(
-                    "GPU_IDLE", name, None, "%s has %d allocatable GPU device(s) that no pod requests" % (name, free)
-                )
-            )
+        findings += _capacity_findings(name, n, cap, alloc, exp, basis)
+        findings += _placement_findings(name, n, cap, taint, gpu_taint, selector)
+        findings += _availability_findings(name, n, alloc, free)
 
     counts = {s: 0 for s in SEVERITIES}
     for f in findings:
