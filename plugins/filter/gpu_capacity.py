@@ -44,7 +44,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import gpu_capacity as capacity_of
+from ansible_collections.aiinfra.k3s.plugins.module_utils.serving_plan import gpu_capacity as capacity_of
 
 
 def gpu_capacity(hostvars, hosts, classes=None, default_class=""):

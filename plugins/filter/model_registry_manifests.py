@@ -33,12 +33,12 @@ _value:
   elements: dict
 """
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import serving
+from ansible_collections.aiinfra.k3s.plugins.module_utils import workloads
 from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
 
 
 def model_registry_manifests(capacity, params):
-    return build("model_registry_manifests", lambda: serving.model_registry_manifests(dict(capacity), dict(params)))
+    return build("model_registry_manifests", lambda: workloads.model_registry_manifests(dict(capacity), dict(params)))
 
 
 class FilterModule(object):

@@ -33,14 +33,14 @@ _value:
   elements: dict
 """
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import serving
+from ansible_collections.aiinfra.k3s.plugins.module_utils import workloads
 from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
 
 
 def ngc_secrets(key, params):
     return build(
         "ngc_secrets",
-        lambda: serving.ngc_secrets(
+        lambda: workloads.ngc_secrets(
             key, params["namespace"], params["api_secret"], params["pull_secret"], bool(params.get("download"))
         ),
     )

@@ -63,7 +63,7 @@ _value:
   elements: str
 """
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import plan_problems
+from ansible_collections.aiinfra.k3s.plugins.module_utils.serving_plan import plan_problems
 
 
 def serving_plan_problems(models, capacity, default_image, nim_models=None, store_paths=None, weights_bytes=None):

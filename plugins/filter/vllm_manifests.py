@@ -39,12 +39,12 @@ _value:
   elements: dict
 """
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import serving
+from ansible_collections.aiinfra.k3s.plugins.module_utils import workloads
 from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
 
 
 def vllm_manifests(models, params, site):
-    return build("vllm_manifests", lambda: serving.vllm_manifests(list(models), dict(site), dict(params)))
+    return build("vllm_manifests", lambda: workloads.vllm_manifests(list(models), dict(site), dict(params)))
 
 
 class FilterModule(object):

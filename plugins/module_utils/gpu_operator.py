@@ -83,7 +83,7 @@ def time_slicing_config(replicas, mig_strategy):
             "timeSlicing": {
                 "renameByDefault": False,
                 # A pod asking for two slices would get two slices of one GPU, not two GPUs: refuse such requests
-                # (multi-GPU pods are kept off sliced nodes by node affinity, see serving.whole_gpus_affinity).
+                # (multi-GPU pods are kept off sliced nodes by node affinity, see workloads.whole_gpus_affinity).
                 "failRequestsGreaterThanOne": True,
                 "resources": [{"name": "nvidia.com/gpu", "replicas": int(replicas)}],
             }

@@ -19,6 +19,8 @@ from conftest import DATA, ROOT, run_playbook, write_site
 from ansible_collections.aiinfra.k3s.plugins.module_utils import autoscaling, edge, json_logging
 from ansible_collections.aiinfra.k3s.plugins.module_utils import gateway as gw
 from ansible_collections.aiinfra.k3s.plugins.module_utils import serving as sv
+from ansible_collections.aiinfra.k3s.plugins.module_utils import serving_plan as plan
+from ansible_collections.aiinfra.k3s.plugins.module_utils import workloads as wl
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 
@@ -761,34 +763,34 @@ def test_airgap_without_digests_is_refused_with_every_chart_named():
     ],
 )
 def test_impossible_plans_are_rejected(models, nodes, problem):
-    problems = sv.plan_problems(models, nodes, "vllm/vllm-openai:v0.6.3", store_paths={"m", "n"})
+    problems = plan.plan_problems(models, nodes, "vllm/vllm-openai:v0.6.3", store_paths={"m", "n"})
     assert any(problem in p for p in problems), problems
 
 
 def test_time_slicing_classes_count_in_the_capacity():
     models = [{"served_name": "a", "path": "m", "replicas": 4}]
-    shared, problems = sv.gpu_capacity({"g1": {"gpus": 1, "class": "shared"}}, {"shared": 4})
+    shared, problems = plan.gpu_capacity({"g1": {"gpus": 1, "class": "shared"}}, {"shared": 4})
     assert problems == [] and shared == {"g1": {"gpus": 1, "replicas": 4}}
-    assert sv.plan_problems(models, shared, "vllm/vllm-openai:v0.6.3") == []
-    half, _problems = sv.gpu_capacity({"g1": {"gpus": 1, "class": ""}}, {"shared": 2}, "shared")
-    assert sv.plan_problems(models, half, "vllm/vllm-openai:v0.6.3")
-    _cap, problems = sv.gpu_capacity({"g1": {"gpus": 1, "class": "nope"}}, {"shared": 2})
+    assert plan.plan_problems(models, shared, "vllm/vllm-openai:v0.6.3") == []
+    half, _problems = plan.gpu_capacity({"g1": {"gpus": 1, "class": ""}}, {"shared": 2}, "shared")
+    assert plan.plan_problems(models, half, "vllm/vllm-openai:v0.6.3")
+    _cap, problems = plan.gpu_capacity({"g1": {"gpus": 1, "class": "nope"}}, {"shared": 2})
     assert problems and "'nope' is not in gpu_operator_time_slicing_classes" in problems[0]
 
 
 def test_tensor_parallel_counts_physical_gpus_not_slices():
     """Two slices of one GPU are not two GPUs for tensor parallelism."""
-    capacity, _problems = sv.gpu_capacity({"g1": {"gpus": 1, "class": "s"}}, {"s": 4})
-    problems = sv.plan_problems([{"served_name": "tp2", "path": "m", "tensor_parallel_size": 2}], capacity, "i:1")
+    capacity, _problems = plan.gpu_capacity({"g1": {"gpus": 1, "class": "s"}}, {"s": 4})
+    problems = plan.plan_problems([{"served_name": "tp2", "path": "m", "tensor_parallel_size": 2}], capacity, "i:1")
     assert any("tensor_parallel_size 2 is larger than the GPUs of any node (at most 1)" in p for p in problems)
 
 
 def test_nim_plan_rules():
     nim = {"served_name": "n", "image": NIM_IMAGE, "gpus": 1, "replicas": 2, "max_replicas": 5}
-    problems = sv.plan_problems([], {"g1": 2, "g2": 2}, "i:1", nim_models=[nim])
+    problems = plan.plan_problems([], {"g1": 2, "g2": 2}, "i:1", nim_models=[nim])
     assert any("max_replicas 5 x 1 GPU(s) is more than the cluster's 4" in p for p in problems)
-    assert sv.plan_problems([], {"g1": 2, "g2": 2}, "i:1", nim_models=[dict(nim, max_replicas=4)]) == []
-    single = sv.plan_problems([], {"g1": 2}, "i:1", nim_models=[dict(nim, replicas=1, max_replicas=1)])
+    assert plan.plan_problems([], {"g1": 2, "g2": 2}, "i:1", nim_models=[dict(nim, max_replicas=4)]) == []
+    single = plan.plan_problems([], {"g1": 2}, "i:1", nim_models=[dict(nim, replicas=1, max_replicas=1)])
     assert any("needs at least 2 replicas" in p for p in single)
 
 
@@ -837,7 +839,7 @@ def test_manifests_do_not_depend_on_node_order():
     }
     b_first = {"gpu-b": {"gpus": 2, "replicas": 1}, "gpu-a": {"gpus": 1, "replicas": 4}}
     a_first = dict(sorted(b_first.items()))
-    assert sv.model_registry_manifests(b_first, params) == sv.model_registry_manifests(a_first, params)
+    assert wl.model_registry_manifests(b_first, params) == wl.model_registry_manifests(a_first, params)
 
 
 def test_every_serving_pod_is_scraped_once_at_its_own_metrics_path(rendered):
@@ -931,7 +933,7 @@ IMAGE = "vllm/vllm-openai:v0.34.0"
     ],
 )
 def test_plans_that_time_slicing_or_gpu_memory_cannot_hold_are_refused(models, capacity, fragment):
-    problems = sv.plan_problems(models, capacity, IMAGE)
+    problems = plan.plan_problems(models, capacity, IMAGE)
     if fragment is None:
         assert problems == []
     else:
@@ -941,19 +943,19 @@ def test_plans_that_time_slicing_or_gpu_memory_cannot_hold_are_refused(models, c
 def test_weights_measured_in_the_seed_directory_are_checked():
     l4 = {"l4": {"gpus": 1, "replicas": 1, "memory_mib": 23034}}
     models = [{"served_name": "n", "path": "nvidia/big"}]
-    assert sv.plan_problems(models, l4, IMAGE, weights={"nvidia/big": 30.0})
-    assert sv.plan_problems(models, l4, IMAGE, weights={"nvidia/big": 10.0}) == []
+    assert plan.plan_problems(models, l4, IMAGE, weights={"nvidia/big": 30.0})
+    assert plan.plan_problems(models, l4, IMAGE, weights={"nvidia/big": 10.0}) == []
     # A declared size wins over the measured one.
-    assert sv.plan_problems([dict(models[0], weights_gib=10)], l4, IMAGE, weights={"nvidia/big": 30.0}) == []
+    assert plan.plan_problems([dict(models[0], weights_gib=10)], l4, IMAGE, weights={"nvidia/big": 30.0}) == []
 
 
 def test_the_memory_share_follows_the_slices_of_a_shared_gpu():
-    assert sv.memory_utilization({}, 1) == 0.9
-    assert sv.memory_utilization({}, 2) == 0.45
-    assert sv.memory_utilization({}, 3) == 0.3
-    assert sv.memory_utilization({"gpu_memory_utilization": 0.8}, 4) == 0.8
-    assert sv.gpu_share(1, [1, 2, 4]) == 4
-    assert sv.gpu_share(2, [1, 2, 4]) == 1
+    assert wl.memory_utilization({}, 1) == 0.9
+    assert wl.memory_utilization({}, 2) == 0.45
+    assert wl.memory_utilization({}, 3) == 0.3
+    assert wl.memory_utilization({"gpu_memory_utilization": 0.8}, 4) == 0.8
+    assert wl.gpu_share(1, [1, 2, 4]) == 4
+    assert wl.gpu_share(2, [1, 2, 4]) == 1
 
 
 def test_time_sliced_site_keeps_tensor_parallel_pods_off_shared_gpus(rendered):
@@ -1011,9 +1013,9 @@ def test_one_gpu_demand_beyond_the_slices_is_refused_when_whole_gpus_are_reserve
         {"served_name": "tp", "path": "m", "tensor_parallel_size": 2},
         {"served_name": "one", "path": "n", "replicas": 3},
     ]
-    problems = sv.plan_problems(models, capacity, IMAGE)
+    problems = plan.plan_problems(models, capacity, IMAGE)
     assert any("the one-GPU models need 3 GPU slices but the time-sliced nodes have 2" in p for p in problems)
-    assert sv.plan_problems([models[0], dict(models[1], replicas=2)], capacity, IMAGE) == []
+    assert plan.plan_problems([models[0], dict(models[1], replicas=2)], capacity, IMAGE) == []
 
 
 GOLDEN = ROOT / "tests" / "golden"

@@ -1,0 +1,234 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.k3s developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Checks of a serving plan against the GPUs the inventory describes: capacity per node and class, time-slicing,
+GPU memory for the weights, images pinned, names unique. Plain functions; problems are returned, not raised."""
+
+import math
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
+    image_pinned,
+)
+from ansible_collections.aiinfra.k3s.plugins.module_utils.workloads import (
+    KV_CACHE_ROOM,
+    gpu_share,
+    memory_utilization,
+)
+
+
+def gpu_capacity(nodes, classes=None, default_class=""):
+    """GPU capacity per node, with time-slicing replicas from the node's class.
+
+    nodes: {node: {"gpus": int, "class": class name or empty}}; classes: {class: replicas per GPU}.
+    Returns ({node: {"gpus": physical GPUs, "replicas": replicas per GPU}}, problems).
+    """
+    classes = classes or {}
+    problems = []
+    capacity = {}
+    for node, info in sorted(nodes.items()):
+        wanted = info.get("class") or default_class
+        if wanted and wanted not in classes:
+            problems.append(
+                "%s: GPU class %r is not in gpu_operator_time_slicing_classes (%s): add it or set aiinfra_gpu_class "
+                "to one of them" % (node, wanted, ", ".join(sorted(classes)) or "none defined")
+            )
+        capacity[node] = {"gpus": int(info.get("gpus", 1)), "replicas": int(classes.get(wanted, 1) if wanted else 1)}
+        memory = info.get("memory_mib")
+        if memory:
+            if isinstance(memory, bool) or not str(memory).isdigit():
+                problems.append(
+                    "%s: aiinfra_gpu_memory_mib is %r: give the memory of one GPU in MiB as nvidia-smi shows it "
+                    "(e.g. 23034 for an L4, 81920 for an A100 80GB)" % (node, memory)
+                )
+            else:
+                capacity[node]["memory_mib"] = int(memory)
+    return capacity, problems
+
+
+def sharing_problems(work, capacity):
+    """A multi-GPU workload needs whole GPUs on one node: time-sliced nodes refuse requests for more than one
+    slice (failRequestsGreaterThanOne), so only nodes without time-slicing can hold it."""
+    if work["gpus"] < 2 or all(c["replicas"] == 1 for c in capacity.values()):
+        return []
+    whole = max([c["gpus"] for c in capacity.values() if c["replicas"] == 1] + [0])
+    if work["gpus"] <= whole:
+        return []
+    return [
+        "%s: %s %d needs %d whole GPUs on one node, but time-sliced nodes give a pod one slice at most "
+        "(failRequestsGreaterThanOne) and the nodes without time-slicing have %s: give a node with enough GPUs a "
+        "class of 1 replica, or lower %s"
+        % (
+            work["name"],
+            work["what"],
+            work["gpus"],
+            work["gpus"],
+            "at most %d GPU(s)" % whole if whole else "none",
+            work["what"],
+        )
+    ]
+
+
+def memory_problems(work, capacity, weights_gib):
+    """vLLM's memory share of a GPU, and whether the weights fit in it with room for the KV cache."""
+    shared = [c["replicas"] for c in capacity.values()]
+    share = gpu_share(work["gpus"], shared)
+    explicit = work["model"].get("gpu_memory_utilization")
+    problems = []
+    try:
+        utilization = memory_utilization(work["model"], share)
+    except (TypeError, ValueError):
+        return ["%s: gpu_memory_utilization %r is not a number between 0 and 1" % (work["name"], explicit)]
+    if not 0 < utilization <= 1:
+        return ["%s: gpu_memory_utilization %r is not a number between 0 and 1" % (work["name"], explicit)]
+    if explicit is not None and share > 1 and utilization * share > 1:
+        problems.append(
+            "%s: gpu_memory_utilization %s on a GPU time-sliced %d ways asks for %d%% of its memory: the second "
+            "pod on the GPU fails at start; set it to at most %s or leave it out (it is then %s)"
+            % (
+                work["name"],
+                explicit,
+                share,
+                round(utilization * share * 100),
+                math.floor(100 / share) / 100,
+                memory_utilization({}, share),
+            )
+        )
+    candidates = {
+        n: c for n, c in capacity.items() if c["gpus"] >= work["gpus"] and (work["gpus"] == 1 or c["replicas"] == 1)
+    }
+    memories = {n: c["memory_mib"] for n, c in candidates.items() if c.get("memory_mib")}
+    if weights_gib is None or not memories:
+        return problems
+    try:
+        weights_gib = float(weights_gib)
+    except (TypeError, ValueError):
+        return [*problems, "%s: weights_gib %r is not a number of GiB" % (work["name"], weights_gib)]
+    node = min(memories, key=lambda n: (memories[n], n))
+    room = memories[node] / 1024.0 * utilization
+    per_gpu = float(weights_gib) / work["gpus"]
+    if per_gpu > room * (1 - KV_CACHE_ROOM):
+        problems.append(
+            "%s: %.1f GiB of weights over %d GPU(s) is %.1f GiB per GPU, more than its share of %s can hold with "
+            "%d%% left for the KV cache (%d MiB x gpu_memory_utilization %s = %.1f GiB): raise "
+            "tensor_parallel_size, serve a smaller or quantised model, or use GPUs with more memory"
+            % (
+                work["name"],
+                float(weights_gib),
+                work["gpus"],
+                per_gpu,
+                node,
+                KV_CACHE_ROOM * 100,
+                memories[node],
+                utilization,
+                room,
+            )
+        )
+    return problems
+
+
+def plan_problems(models, capacity, default_image, nim_models=(), store_paths=None, weights=None):
+    """Reasons a serving plan (vLLM and NIM models) cannot work, before anything is touched.
+
+    capacity: {node: {"gpus", "replicas", optional "memory_mib" (per GPU)}} from gpu_capacity (a bare GPU
+    count per node also works); store_paths: model paths present in the store (None when unknown);
+    weights: {model path: GiB of weights} measured in the seed directory (a model's own weights_gib wins).
+    """
+    weights = weights or {}
+    capacity = {n: c if isinstance(c, dict) else {"gpus": int(c), "replicas": 1} for n, c in capacity.items()}
+    workloads = []
+    for model in models:
+        workloads.append(
+            {
+                "name": model.get("served_name", "?"),
+                "gpus": int(model.get("tensor_parallel_size", 1)),
+                "what": "tensor_parallel_size",
+                "replicas": int(model.get("replicas", 1)),
+                "max": int(model.get("replicas", 1)),
+                "image": model.get("image", default_image),
+                "path": model.get("path"),
+                "model": model,
+            }
+        )
+    for model in nim_models:
+        replicas = int(model.get("replicas", 2))
+        workloads.append(
+            {
+                "name": model.get("served_name", "?"),
+                "gpus": int(model.get("gpus", 1)),
+                "what": "gpus",
+                "replicas": replicas,
+                "max": max(int(model.get("max_replicas", replicas)), replicas),
+                "image": model.get("image"),
+                "path": None,
+                "nim": True,
+            }
+        )
+    if not capacity:
+        return ["no GPU node in the inventory: the model servers need the GPU group"] if workloads else []
+    problems = []
+    biggest = max(c["gpus"] for c in capacity.values())
+    physical = sum(c["gpus"] for c in capacity.values())
+    total = sum(c["gpus"] * c["replicas"] for c in capacity.values())
+    wanted = 0
+    whole_wanted = 0
+    names = set()
+    for work in workloads:
+        name = work["name"]
+        problems.extend(sharing_problems(work, capacity))
+        if work["gpus"] > 1:
+            whole_wanted += work["gpus"] * work["replicas"]
+        if "model" in work:
+            declared = work["model"].get("weights_gib")
+            problems.extend(
+                memory_problems(work, capacity, declared if declared is not None else weights.get(work["path"]))
+            )
+        if name in names:
+            problems.append("%s: served_name is used twice; each model needs its own" % name)
+        names.add(name)
+        if work["gpus"] > biggest:
+            problems.append(
+                "%s: %s %d is larger than the GPUs of any node (at most %d): "
+                "lower it or add a node with more GPUs" % (name, work["what"], work["gpus"], biggest)
+            )
+        if work.get("nim") and work["replicas"] < 2:
+            problems.append("%s: a NIM backend needs at least 2 replicas to survive a pod or node loss" % name)
+        if work.get("nim") and work["gpus"] * work["max"] > total:
+            problems.append(
+                "%s: max_replicas %d x %d GPU(s) is more than the cluster's %d: the autoscaler would create pods "
+                "that never schedule; lower max_replicas" % (name, work["max"], work["gpus"], total)
+            )
+        wanted += work["gpus"] * work["replicas"]
+        if not image_pinned(work["image"]):
+            problems.append(
+                "%s: image %r is not pinned: use an explicit version tag or a digest" % (name, work["image"])
+            )
+        if work["path"] is not None and (
+            not work["path"] or work["path"].startswith("/") or ".." in work["path"].split("/")
+        ):
+            problems.append(
+                "%s: model path %r must be relative to the model store, without '..'" % (name, work["path"])
+            )
+        elif store_paths is not None and work["path"] is not None and work["path"] not in store_paths:
+            problems.append(
+                "%s: model path %r is not in the model store (%s): seed it first"
+                % (name, work["path"], ", ".join(sorted(store_paths)) or "empty")
+            )
+    whole = sum(c["gpus"] for c in capacity.values() if c["replicas"] == 1)
+    sliced = sum(c["gpus"] * c["replicas"] for c in capacity.values() if c["replicas"] > 1)
+    if whole_wanted and sliced and wanted - whole_wanted > sliced:
+        problems.append(
+            "the one-GPU models need %d GPU slices but the time-sliced nodes have %d: with multi-GPU models in the "
+            "plan, one-GPU pods keep to the time-sliced nodes (the whole GPUs are for the multi-GPU pods); add "
+            "slices or nodes to a shared class, or lower replicas" % (wanted - whole_wanted, sliced)
+        )
+    if whole_wanted > whole and whole < physical:
+        problems.append(
+            "the multi-GPU models need %d whole GPUs in all but the nodes without time-slicing have %d: move GPUs to "
+            "a class of 1 replica, or lower tensor_parallel_size or replicas" % (whole_wanted, whole)
+        )
+    if wanted > total:
+        problems.append(
+            "the models request %d GPUs in all but the cluster has %d (%d GPU(s) with time-slicing): "
+            "remove models or replicas" % (wanted, total, physical)
+        )
+    return problems

@@ -1,0 +1,418 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.k3s developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The GPU workloads of the serving stack as plain data: one builder makes every model server (vLLM and NIM),
+so placement, GPU limits, tolerations, probes, graceful shutdown and security settings are written once; the
+model store's local volumes and the NGC secrets."""
+
+import math
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils import json_logging
+from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
+    RUN_AS_USER,
+    SERVED_NAME,
+    autoscaler,
+    disruption_budget,
+    dns_name,
+    harden,
+    http_probe,
+    labels_for,
+    namespace,
+    registry_secret,
+    secret,
+    spread,
+)
+
+MODEL_WORKLOAD_KIND = "StatefulSet"
+# GPU Feature Discovery's node label: time-slicing replicas of each GPU of the node (the lab's kwok nodes carry it
+# too). Pods asking for several GPUs keep off nodes whose GPUs are sliced: the device plugin runs with
+# failRequestsGreaterThanOne, so a request for two slices fails rather than landing on one physical GPU.
+SHARED_LABEL = "nvidia.com/gpu.replicas"
+# vLLM's share of a GPU's memory when the GPU is its own (vLLM's default); divided by the slices of a shared GPU.
+MEMORY_UTILIZATION = 0.9
+# Fraction of a model server's memory share that must stay free of weights, for activations and the KV cache.
+KV_CACHE_ROOM = 0.1
+
+
+def store_claim_template(store):
+    """The claim each model server replica gets for the GPU node's local model store.
+
+    store: {"storage_class", "size"}. Every GPU node offers one local PersistentVolume of its store per GPU unit
+    (model_registry_manifests), so each replica's claim binds, at first scheduling, to a volume on the node the
+    scheduler picks for it (WaitForFirstConsumer), and the replica stays on that node where the weights are.
+    """
+    return {
+        "metadata": {"name": "models"},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": store["storage_class"],
+            "resources": {"requests": {"storage": store["size"]}},
+        },
+    }
+
+
+def gpu_workload(spec, site):
+    """StatefulSet + Service for a GPU model server.
+
+    A StatefulSet, not a Deployment: each replica mounts the model store of the node it runs on through its
+    own claim (a volume claim template), because every GPU node has its own local volume; one shared
+    ReadWriteOnce claim would pin every replica to a single node.
+
+    spec: name, component, served_name, image, args, env (dict), port, gpus, replicas, resources
+    (requests/limits without GPUs), startup_timeout (seconds a model may take to load), volumes/volume_mounts,
+    metrics_path, termination_grace_period, store ({storage_class, size}: the claim template of the
+    volume named "models"); optional health ({startup, ready, live} paths, default /health),
+    env_secrets ({ENV: [secret, key]}), image_pull_secrets (names), spread_keys (topology keys the replicas
+    are spread over), autoscaled (an autoscaler owns the replica count).
+    site: namespace, gpu_node_selector (dict), gpu_toleration_key, runtime_class (or empty).
+    """
+    name = dns_name(spec["name"])
+    labels = labels_for(name, spec["component"])
+    selector = {"app.kubernetes.io/name": name}
+    gpus = int(spec["gpus"])
+    resources = {
+        "requests": dict(spec["resources"].get("requests") or {}),
+        "limits": dict(spec["resources"].get("limits") or {}),
+    }
+    resources["requests"]["nvidia.com/gpu"] = str(gpus)
+    resources["limits"]["nvidia.com/gpu"] = str(gpus)
+    port = int(spec["port"])
+    startup_failures = max(int(spec.get("startup_timeout", 1800)) // 10, 1)
+    grace = int(spec.get("termination_grace_period", 120))
+    health = dict({"startup": "/health", "ready": "/health", "live": "/health"}, **(spec.get("health") or {}))
+    env = [{"name": k, "value": str(v)} for k, v in sorted((spec.get("env") or {}).items())]
+    env += [
+        {"name": k, "valueFrom": {"secretKeyRef": {"name": ref[0], "key": ref[1]}}}
+        for k, ref in sorted((spec.get("env_secrets") or {}).items())
+    ]
+    container = {
+        "name": spec["component"],
+        "image": spec["image"],
+        "imagePullPolicy": "IfNotPresent",
+        "args": [str(a) for a in spec["args"]],
+        "env": env,
+        "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
+        "resources": resources,
+        # Model loads take minutes: the startup probe holds liveness off until the server answers once.
+        "startupProbe": http_probe(health["startup"], "http", 10, startup_failures),
+        "readinessProbe": http_probe(health["ready"], "http", 5, 3),
+        "livenessProbe": http_probe(health["live"], "http", 15, 4),
+        # Stop taking traffic first, let in-flight requests finish, then SIGTERM.
+        "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", "sleep 15"]}}},
+        "volumeMounts": list(spec.get("volume_mounts") or []),
+    }
+    pod_spec = {
+        "nodeSelector": dict(site["gpu_node_selector"]),
+        "tolerations": [{"key": site["gpu_toleration_key"], "operator": "Exists", "effect": "NoSchedule"}],
+        "terminationGracePeriodSeconds": grace,
+        "enableServiceLinks": False,
+        "containers": [container],
+        "volumes": list(spec.get("volumes") or []),
+    }
+    if site.get("runtime_class"):
+        pod_spec["runtimeClassName"] = site["runtime_class"]
+    harden(pod_spec, container, spec.get("run_as_user", RUN_AS_USER))
+    if gpus > 1 and site.get("shared_replicas"):
+        pod_spec["affinity"] = whole_gpus_affinity(site["shared_replicas"])
+    elif site.get("shared_replicas") and site.get("reserve_whole"):
+        # Multi-GPU pods need the unsliced nodes: one-GPU pods keep to the sliced ones, or they could fill the
+        # whole GPUs first (the scheduler places pods one at a time) and leave a tensor-parallel pod nowhere to go.
+        pod_spec["affinity"] = whole_gpus_affinity(site["shared_replicas"], "In")
+    if spec.get("image_pull_secrets"):
+        pod_spec["imagePullSecrets"] = [{"name": n} for n in spec["image_pull_secrets"]]
+    if spec.get("spread_keys"):
+        pod_spec["topologySpreadConstraints"] = spread(spec["spread_keys"], selector)
+    annotations = {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": str(port),
+        "prometheus.io/path": spec.get("metrics_path", "/metrics"),
+    }
+    replicas = int(spec.get("replicas", 1))
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": MODEL_WORKLOAD_KIND,
+        "metadata": {"name": name, "namespace": site["namespace"], "labels": labels},
+        "spec": {
+            "replicas": replicas,
+            "revisionHistoryLimit": 3,
+            "serviceName": name,
+            # Replicas start (and load their models) side by side; rollouts replace one pod at a time, the old
+            # one first, so a rollout never needs a spare GPU.
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "RollingUpdate"},
+            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
+            "selector": {"matchLabels": selector},
+            "template": {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod_spec},
+            "volumeClaimTemplates": [store_claim_template(spec["store"])],
+        },
+    }
+    if spec.get("autoscaled"):
+        # The autoscaler owns the count: a replicas field would reset it whenever K3s re-applies the file.
+        del deployment["spec"]["replicas"]
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": name,
+            "namespace": site["namespace"],
+            "labels": labels,
+            # The gateway's routing table is built from this annotation on the rendered Services.
+            "annotations": {SERVED_NAME: spec.get("served_name", name)},
+        },
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector,
+            "ports": [{"name": "http", "port": port, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }
+    return [deployment, service]
+
+
+def whole_gpus_affinity(shared_replicas, operator="NotIn"):
+    """Node affinity keeping a pod off (NotIn: multi-GPU pods) or on (In: one-GPU pods, when multi-GPU pods need
+    the whole GPUs) nodes whose GPUs are time-sliced. With NotIn, a node without the label (before GPU Feature
+    Discovery ran) is not excluded."""
+    values = sorted({str(int(r)) for r in shared_replicas if int(r) > 1}, key=int)
+    term = {"matchExpressions": [{"key": SHARED_LABEL, "operator": operator, "values": values}]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+
+
+def gpu_share(gpus, shared_replicas):
+    """How many pods may share each GPU of a pod asking for `gpus`: the most slices of any time-sliced node for a
+    one-GPU pod (it may land there), 1 for a multi-GPU pod (kept off sliced nodes)."""
+    if int(gpus) > 1:
+        return 1
+    return max([1] + [int(r) for r in shared_replicas or []])
+
+
+def memory_utilization(model, share):
+    """vLLM's --gpu-memory-utilization: the model's own value, else vLLM's default divided by the pods that may
+    share the GPU, rounded down to hundredths."""
+    if model.get("gpu_memory_utilization") is not None:
+        return float(model["gpu_memory_utilization"])
+    return math.floor(MEMORY_UTILIZATION * 100 / int(share)) / 100
+
+
+def vllm_args(model, store_mount, share=1):
+    """vLLM OpenAI server arguments for one model served from the local model store; share: pods that may share
+    each of its GPUs (time-slicing)."""
+    args = [
+        "--model",
+        "%s/%s" % (store_mount.rstrip("/"), model["path"].strip("/")),
+        "--served-model-name",
+        model["served_name"],
+        "--tensor-parallel-size",
+        str(model.get("tensor_parallel_size", 1)),
+        "--max-model-len",
+        str(model.get("max_model_len", 8192)),
+        "--gpu-memory-utilization",
+        str(memory_utilization(model, share)),
+        "--port",
+        str(model.get("port", 8000)),
+    ]
+    if model.get("prefix_caching", True):
+        args.append("--enable-prefix-caching")
+    return args + [str(a) for a in model.get("extra_args") or []]
+
+
+LOG_DIR = "/etc/aiinfra/logging"
+
+
+def logging_configmap(name, namespace, loggers, level):
+    """ConfigMap with the JSON log formatter and the dictConfig that uses it (see json_logging)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels_for(name, "logging")},
+        "data": json_logging.logging_files(loggers, level),
+    }
+
+
+def vllm_manifests(models, site, defaults):
+    """Deployment + Service per vLLM model (+ PodDisruptionBudget with several replicas), and the shared
+    JSON-logging ConfigMap. defaults: image, store_mount, store ({storage_class, size}), shm_size, resources,
+    log_level."""
+    if not models:
+        return []
+    log_map = "vllm-logging"
+    out = [
+        logging_configmap(
+            log_map, site["namespace"], ["vllm", "uvicorn", "uvicorn.access"], defaults.get("log_level", "INFO")
+        )
+    ]
+    for model in models:
+        tp = int(model.get("tensor_parallel_size", 1))
+        spec = {
+            "name": "vllm-%s" % model["served_name"],
+            "served_name": model["served_name"],
+            "component": "vllm",
+            "image": model.get("image", defaults["image"]),
+            "args": vllm_args(model, defaults["store_mount"], gpu_share(tp, site.get("shared_replicas"))),
+            "env": dict(
+                {
+                    "HF_HUB_OFFLINE": "1",
+                    "TRANSFORMERS_OFFLINE": "1",
+                    "VLLM_CONFIGURE_LOGGING": "1",
+                    "VLLM_LOGGING_CONFIG_PATH": LOG_DIR + "/logging.json",
+                    "PYTHONPATH": LOG_DIR,
+                },
+                **(model.get("env") or {}),
+            ),
+            "port": model.get("port", 8000),
+            "gpus": tp,
+            "replicas": model.get("replicas", 1),
+            "resources": model.get("resources", defaults["resources"]),
+            "startup_timeout": model.get("startup_timeout", 1800),
+            "volume_mounts": [
+                {"name": "models", "mountPath": defaults["store_mount"], "readOnly": True},
+                {"name": "dshm", "mountPath": "/dev/shm"},
+                {"name": "logging", "mountPath": LOG_DIR, "readOnly": True},
+            ],
+            "volumes": [
+                {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": defaults["shm_size"]}},
+                {"name": "logging", "configMap": {"name": log_map}},
+            ],
+            "store": defaults["store"],
+            "run_as_user": defaults.get("run_as_user", RUN_AS_USER),
+        }
+        out.extend(gpu_workload(spec, site))
+        if int(model.get("replicas", 1)) > 1:
+            name = dns_name(spec["name"])
+            out.append(disruption_budget(name, site["namespace"], labels_for(name, "vllm")))
+    return out
+
+
+def nim_manifests(models, site, defaults):
+    """NVIDIA NIM backends on the same GPU workload builder as vLLM, shaped for the NIM notes: at least two
+    replicas spread over nodes and zones, a HorizontalPodAutoscaler, a PodDisruptionBudget, the NGC key as a
+    Secret (environment) and as the image pull secret, NIM's own health endpoints.
+
+    defaults: store_mount, store ({storage_class, size}), shm_size, resources, ngc_secret, pull_secret, max_replicas, metric,
+    store_read_only.
+    """
+    out = []
+    for model in models:
+        name = dns_name("nim-%s" % model["served_name"])
+        replicas = int(model.get("replicas", 2))
+        spec = {
+            "name": name,
+            "served_name": model["served_name"],
+            "component": "nim",
+            "image": model["image"],
+            "args": [],
+            "env": dict(
+                {
+                    "NIM_SERVED_MODEL_NAME": model["served_name"],
+                    "NIM_CACHE_PATH": defaults["store_mount"],
+                    "NIM_JSONL_LOGGING": "1",
+                    "NIM_LOG_LEVEL": "INFO",
+                    "NIM_SERVER_PORT": str(model.get("port", 8000)),
+                    "HF_HUB_OFFLINE": "1",
+                },
+                **(model.get("env") or {}),
+            ),
+            # NVIDIA's air-gap mode: the cache is filled beforehand and NIM gets no NGC key unless it may download.
+            "env_secrets": (
+                {"NGC_API_KEY": [defaults["ngc_secret"], "NGC_API_KEY"]} if defaults.get("download") else {}
+            ),
+            "image_pull_secrets": [defaults["pull_secret"]],
+            "port": model.get("port", 8000),
+            "gpus": int(model.get("gpus", 1)),
+            "replicas": replicas,
+            "autoscaled": True,
+            "resources": model.get("resources", defaults["resources"]),
+            "startup_timeout": model.get("startup_timeout", 1800),
+            "health": {"startup": "/v1/health/ready", "ready": "/v1/health/ready", "live": "/v1/health/live"},
+            # NIM for LLMs serves its Prometheus metrics under /v1 like its health endpoints.
+            "metrics_path": "/v1/metrics",
+            "spread_keys": ["kubernetes.io/hostname", "topology.kubernetes.io/zone"],
+            "volume_mounts": [
+                {"name": "models", "mountPath": defaults["store_mount"], "readOnly": defaults["store_read_only"]},
+                {"name": "dshm", "mountPath": "/dev/shm"},
+            ],
+            "volumes": [
+                {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": defaults["shm_size"]}},
+            ],
+            "store": defaults["store"],
+            "run_as_user": defaults.get("run_as_user", RUN_AS_USER),
+        }
+        out.extend(gpu_workload(spec, site))
+        labels = labels_for(name, "nim")
+        out.append(disruption_budget(name, site["namespace"], labels))
+        maximum = int(model.get("max_replicas", defaults["max_replicas"]))
+        out.append(
+            autoscaler(
+                name,
+                site["namespace"],
+                labels,
+                replicas,
+                max(maximum, replicas),
+                defaults["metric"],
+                MODEL_WORKLOAD_KIND,
+            )
+        )
+    return out
+
+
+def ngc_secrets(api_key, namespace, api_secret, pull_secret, download=False):
+    """The nvcr.io pull secret ($oauthtoken) made of the NGC API key, and, only when NIM may download
+    (download), the key as an Opaque Secret (NGC_API_KEY) for the pods."""
+    labels = labels_for("nim", "credentials")
+    pull = [registry_secret(pull_secret, namespace, "nvcr.io", "$oauthtoken", api_key, labels)]
+    return ([secret(api_secret, namespace, labels, {"NGC_API_KEY": api_key})] if download else []) + pull
+
+
+def model_registry_manifests(nodes, params):
+    """The serving namespace, the StorageClass and, on every GPU node, one local PersistentVolume of its model
+    store per GPU unit (physical GPUs times time-slicing replicas): a node never runs more model server pods
+    than it has GPU units, and each pod's claim (store_claim_template) binds one of them on its node.
+
+    nodes: {node: {"gpus", "replicas"}} (gpu_capacity) or a list of node names (one GPU each).
+    params: storage_class, path, size, namespace, pv_prefix.
+    """
+    if not isinstance(nodes, dict):
+        nodes = {node: {"gpus": 1, "replicas": 1} for node in nodes}
+    out = [
+        # Every pod of the serving namespace meets "restricted" (serving.harden): enforce it.
+        namespace(params["namespace"], "restricted"),
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": params["storage_class"], "labels": labels_for("model-registry", "storage")},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "WaitForFirstConsumer",
+            "reclaimPolicy": "Retain",
+        },
+    ]
+    for node in sorted(nodes):  # stable file content whatever order the groups came in
+        units = max(int(nodes[node].get("gpus", 1)) * int(nodes[node].get("replicas", 1)), 1)
+        for slot in range(1, units + 1):
+            out.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolume",
+                    "metadata": {
+                        "name": dns_name("%s-%s-%d" % (params["pv_prefix"], node, slot)),
+                        "labels": dict(labels_for("model-registry", "storage"), **{"aiinfra.io/node": dns_name(node)}),
+                    },
+                    "spec": {
+                        "capacity": {"storage": params["size"]},
+                        "accessModes": ["ReadWriteOnce"],
+                        "persistentVolumeReclaimPolicy": "Retain",
+                        "storageClassName": params["storage_class"],
+                        "local": {"path": params["path"]},
+                        "nodeAffinity": {
+                            "required": {
+                                "nodeSelectorTerms": [
+                                    {
+                                        "matchExpressions": [
+                                            {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+                                        ]
+                                    }
+                                ]
+                            }
+                        },
+                    },
+                }
+            )
+    return out
