@@ -8,9 +8,9 @@ short_description: Build the vLLM model servers (a StatefulSet and a Service per
 version_added: 0.2.0
 description:
   - Takes the vllm_models list and returns, per model, a StatefulSet (one store claim per replica) and a Service
-    built by the shared GPU workload builder: GPU limits equal to the tensor-parallel size, the GPU toleration
+    built by the shared GPU workload builder (GPU limits equal to the tensor-parallel size, the GPU toleration
     and node selector, probes sized for slow model loads, graceful shutdown, a read-only model store, a memory-
-    backed /dev/shm and JSON logs.
+    backed /dev/shm and JSON logs).
 options:
   _input:
     description: The vllm_models list.

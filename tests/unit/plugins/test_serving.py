@@ -1022,20 +1022,21 @@ GOLDEN = ROOT / "tests" / "golden"
 
 
 def test_rendered_manifests_match_the_golden_files(rendered):
-    """Every file render.yml writes for each test site, byte for byte. A change that alters them on purpose
-    regenerates them with AIINFRA_UPDATE_GOLDEN=1 make unit and says why in its commit."""
+    """Every file render.yml writes for each test site, byte for byte (stored as <file>.golden, outside the YAML
+    linters). A change that alters them on purpose regenerates them with AIINFRA_UPDATE_GOLDEN=1 make unit and
+    says why in its commit."""
     site, _docs, out, _proc = rendered
     golden = GOLDEN / site
     files = sorted(p.name for p in out.glob("*.yaml") if p.name != "secrets.yaml")  # secrets stay out of git
     if os.environ.get("AIINFRA_UPDATE_GOLDEN") == "1":
         golden.mkdir(parents=True, exist_ok=True)
-        for old in golden.glob("*.yaml"):
+        for old in golden.glob("*.golden"):
             old.unlink()
         for name in files:
-            (golden / name).write_text((out / name).read_text())
-    assert sorted(p.name for p in golden.glob("*.yaml")) == files
+            (golden / (name + ".golden")).write_text((out / name).read_text())
+    assert sorted(p.name.removesuffix(".golden") for p in golden.glob("*.golden")) == files
     for name in files:
-        want, got = (golden / name).read_text(), (out / name).read_text()
+        want, got = (golden / (name + ".golden")).read_text(), (out / name).read_text()
         if want != got:
             diff = difflib.unified_diff(
                 want.splitlines(), got.splitlines(), f"golden/{site}/{name}", "rendered", lineterm=""
