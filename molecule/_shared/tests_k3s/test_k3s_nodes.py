@@ -10,7 +10,7 @@ import yaml
 
 INVENTORY = yaml.safe_load(Path(os.environ["MOLECULE_INVENTORY_FILE"]).read_text())
 AIRGAP = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "airgap"
-TOKEN = "molecule-test-token-0123456789abcdef0123456789"
+TOKEN = "7c1e9b4f0a3d6e8b2f5a9c0d4e7b1a3f6c8e0d2b"  # molecule/_shared/k3s_group_vars/all/k3s.yml
 GPU_LABELS = {
     "ai-workload=true",
     "nvidia.com/gpu.deploy.gpu-feature-discovery=true",
