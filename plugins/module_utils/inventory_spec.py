@@ -22,7 +22,7 @@ LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 PLACEHOLDERS = ("change", "example", "password", "secret", "token", "default", "placeholder", "replace", "xxxx")
 # Variables every inventory may set that no role declares.
 ANSIBLE_PREFIXES = ("ansible_", "aiinfra_", "vault_", "molecule_", "inventory_", "group_names", "groups", "omit")
-# Prefixes of the roles' public variables: an unknown name with one of them is likely a misspelling.
+# How a type error names the type the argument spec asks for.
 TYPE_NAMES = {
     "str": "a string",
     "int": "a whole number",
