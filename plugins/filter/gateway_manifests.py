@@ -4,26 +4,27 @@
 
 DOCUMENTATION = r"""
 name: gateway_manifests
-short_description: Build the LiteLLM gateway routing to exactly the rendered model servers
+short_description: Build the LiteLLM gateway routing to exactly the site plan's model servers
 version_added: 0.2.0
 description:
-  - Takes the rendered model-server objects and returns the gateway's ConfigMap, Deployment, Service and
-    PodDisruptionBudget, routing to exactly their Services.
+  - Takes the site plan's routes and returns the gateway's ConfigMap, Deployment, Service and
+    PodDisruptionBudget, routing each model to its Service.
 options:
   _input:
-    description: The rendered model-server objects (vLLM and NIM).
+    description: The site plan's routes (C(site_plan_current.routes)).
     type: list
+    elements: dict
     required: true
   params:
-    description: The litellm role's settings.
+    description: The litellm role's settings, plus C(autoscaled).
     type: dict
     required: true
 """
 
 EXAMPLES = r"""
-- name: Build the LiteLLM gateway routing to exactly the rendered model servers
+- name: Build the LiteLLM gateway routing to exactly the site plan's model servers
   ansible.builtin.set_fact:
-    __objects: "{{ __backends | aiinfra.k3s.gateway_manifests(__params) }}"
+    __objects: "{{ site_plan_current.routes | aiinfra.k3s.gateway_manifests(__params) }}"
 """
 
 RETURN = r"""
@@ -37,8 +38,8 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils import gateway
 from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
 
 
-def gateway_manifests(objects, params):
-    return build("gateway_manifests", lambda: gateway.gateway_manifests(list(objects), dict(params)))
+def gateway_manifests(routes, params):
+    return build("gateway_manifests", lambda: gateway.gateway_manifests(list(routes), dict(params)))
 
 
 class FilterModule(object):

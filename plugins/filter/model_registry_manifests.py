@@ -7,7 +7,7 @@ name: model_registry_manifests
 short_description: Build the model store's StorageClass and local PersistentVolumes
 version_added: 0.2.0
 description:
-  - Takes the GPU capacity per node (as aiinfra.k3s.gpu_capacity returns it) and returns the StorageClass and
+  - Takes the GPU nodes of the site plan (C(site_plan_current.nodes)) and returns the StorageClass and
     one local PersistentVolume per GPU unit, each pinned to its node.
 options:
   _input:

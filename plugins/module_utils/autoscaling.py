@@ -5,11 +5,8 @@
 its queue depth, maxima bounded by the GPUs the cluster really has; without KEDA, a CPU HorizontalPodAutoscaler on
 the gateway. One autoscaler per target, never two."""
 
-import copy
-
 from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
     autoscaler,
-    dns_name,
     helm_chart,
     labels_for,
     namespace,
@@ -32,9 +29,6 @@ def gpu_bounds(vllm_models, nim_models, capacity):
         free = total - nim_floor - sum(v for k, v in minimum.items() if k != m["served_name"])
         bounds[m["served_name"]] = max(free // gpus, int(m.get("replicas", 1)))
     return bounds
-
-
-SCALABLE_KINDS = ("Deployment", "StatefulSet")
 
 
 def scaled_object(name, namespace, component, minimum, maximum, server, query, threshold, cooldown):
@@ -66,16 +60,15 @@ def keda_values(service_monitors):
     return {"prometheus": {name: dict(part) for name in ("operator", "metricServer", "webhooks")}}
 
 
-def autoscaling_manifests(objects, p):
-    """(objects with the autoscaled workloads' replica counts removed, autoscaling objects).
+def autoscaling_manifests(workloads, p):
+    """The autoscaling objects of the site plan's workloads (those whose autoscaler is keda or hpa).
 
-    p: engine (keda or hpa), namespace (KEDA's), chart_version, chart_repo, serving_namespace, prometheus_url,
-    gateway (Deployment name), gateway_min, gateway_max, gateway_threshold, vllm_models, nim_models, capacity,
-    queue_threshold, model_max, cooldown.
+    workloads: the plan's [{name, kind, namespace, min, max, autoscaler, server, served_name, queue_threshold}];
+    p: engine (keda, hpa or none), namespace (KEDA's), chart_version, chart_repo, chart_file, install_mode,
+    service_monitors, prometheus_url, gateway_threshold, queue_threshold, cooldown.
     """
-    p, objects = plain(p), copy.deepcopy(plain(objects))
-    ns = p["serving_namespace"]
-    out, targets = [], set()
+    p, workloads = plain(p), plain(workloads)
+    out = []
     if p["engine"] == "keda":
         out += [
             # KEDA's pods run as non-root without privileges; warn on anything short of restricted.
@@ -89,56 +82,44 @@ def autoscaling_manifests(objects, p):
                 keda_values(p.get("service_monitors", True)),
                 p["chart_file"] if p.get("install_mode") == "airgap" else "",
             ),
-            scaled_object(
-                p["gateway"],
-                ns,
-                "gateway",
-                p["gateway_min"],
-                p["gateway_max"],
-                p["prometheus_url"],
-                "sum(rate(litellm_proxy_total_requests_metric_total[2m]))",
-                p["gateway_threshold"],
-                p["cooldown"],
-            ),
         ]
-        targets.add(p["gateway"])
-        bounds = gpu_bounds(p["vllm_models"], p["nim_models"], p["capacity"])
-        for model in p["vllm_models"]:
-            name = dns_name("vllm-%s" % model["served_name"])
-            maximum = min(int(model.get("max_replicas", p["model_max"])), bounds[model["served_name"]])
+    # The gateway first, then the models in the plan's order.
+    ordered = [w for w in workloads if w["server"] == "litellm"] + [w for w in workloads if w["server"] != "litellm"]
+    for work in ordered:
+        if work["autoscaler"] == "keda":
+            if work["server"] == "litellm":
+                query = "sum(rate(litellm_proxy_total_requests_metric_total[2m]))"
+                threshold = p["gateway_threshold"]
+            else:
+                query = 'sum(vllm:num_requests_waiting{model_name="%s"})' % work["served_name"]
+                threshold = work.get("queue_threshold", p["queue_threshold"])
+            scaler = scaled_object(
+                work["name"],
+                work["namespace"],
+                "gateway" if work["server"] == "litellm" else work["server"],
+                work["min"],
+                work["max"],
+                p["prometheus_url"],
+                query,
+                threshold,
+                p["cooldown"],
+            )
+            # Model servers are StatefulSets (one store claim per replica), the gateway a Deployment.
+            scaler["spec"]["scaleTargetRef"].update({"apiVersion": "apps/v1", "kind": work["kind"]})
+            out.append(scaler)
+        elif work["autoscaler"] == "hpa":
             out.append(
-                scaled_object(
-                    name,
-                    ns,
-                    "vllm",
-                    int(model.get("replicas", 1)),
-                    maximum,
-                    p["prometheus_url"],
-                    'sum(vllm:num_requests_waiting{model_name="%s"})' % model["served_name"],
-                    model.get("queue_threshold", p["queue_threshold"]),
-                    p["cooldown"],
+                autoscaler(
+                    work["name"],
+                    work["namespace"],
+                    labels_for(work["name"], "gateway"),
+                    work["min"],
+                    work["max"],
+                    {"cpu": 70},
+                    work["kind"],
                 )
             )
-            targets.add(name)
-    elif p["engine"] == "hpa":
-        out.append(
-            autoscaler(
-                p["gateway"], ns, labels_for(p["gateway"], "gateway"), p["gateway_min"], p["gateway_max"], {"cpu": 70}
-            )
-        )
-        targets.add(p["gateway"])
-    kinds = {}
-    for obj in objects:
-        if obj["kind"] in SCALABLE_KINDS and obj["metadata"]["name"] in targets:
-            # The autoscaler owns the count: a replicas field would reset it whenever K3s re-applies the file.
-            obj["spec"].pop("replicas", None)
-            kinds[obj["metadata"]["name"]] = obj["kind"]
-    for obj in out:
-        ref = obj.get("spec", {}).get("scaleTargetRef")
-        if ref is not None and ref["name"] in kinds:
-            # Model servers are StatefulSets (one store claim per replica), the gateway a Deployment.
-            ref.update({"apiVersion": "apps/v1", "kind": kinds[ref["name"]]})
-    return objects, out
+    return out
 
 
 def autoscaling_problems(p):

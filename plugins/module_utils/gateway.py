@@ -8,7 +8,6 @@ import hashlib
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
     RUN_AS_USER,
-    SERVED_NAME,
     disruption_budget,
     dump_yaml,
     harden,
@@ -21,25 +20,6 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
 PLACEMENTS = ("cpu", "gpu", "any")
 WEAK_WORDS = ("1234", "change", "example", "password", "secret", "test", "default", "master", "litellm")
 CONFIG_FILE = "/etc/litellm/config.yaml"
-
-
-def backends(objects):
-    """[{model, service, namespace, port}] for every rendered model-server Service (vLLM and NIM)."""
-    out = []
-    for obj in objects:
-        meta = obj.get("metadata") or {}
-        if obj.get("kind") != "Service" or SERVED_NAME not in (meta.get("annotations") or {}):
-            continue
-        out.append(
-            {
-                "model": meta["annotations"][SERVED_NAME],
-                "service": meta["name"],
-                "namespace": meta["namespace"],
-                "port": obj["spec"]["ports"][0]["port"],
-                "component": (meta.get("labels") or {}).get("app.kubernetes.io/component", ""),
-            }
-        )
-    return sorted(out, key=lambda b: b["model"])
 
 
 def gateway_config(routes, settings):
@@ -102,14 +82,15 @@ def placement(params):
     }
 
 
-def gateway_manifests(objects, params):
-    """ConfigMap, Deployment, Service and PodDisruptionBudget of the gateway, routing to the rendered model
-    servers. params: see roles/litellm/defaults/main.yml (without the litellm_ prefix)."""
-    params, objects = plain(params), plain(objects)
+def gateway_manifests(routes, params):
+    """ConfigMap, Deployment, Service and PodDisruptionBudget of the gateway, routing to the site plan's routes
+    ([{model, service, namespace, port, component}]). params: see roles/litellm/defaults/main.yml (without the
+    litellm_ prefix), plus autoscaled (an autoscaler owns the replica count)."""
+    params, routes = plain(params), sorted(plain(routes), key=lambda r: r["model"])
     name, ns = params["deployment_name"], params["namespace"]
     labels = labels_for(name, "gateway")
     selector = {"app.kubernetes.io/name": name}
-    config = dump_yaml(gateway_config(backends(objects), params))
+    config = dump_yaml(gateway_config(routes, params))
     port = int(params["port"])
 
     def probe(path, period, failures):
@@ -164,6 +145,21 @@ def gateway_manifests(objects, params):
     if params.get("secret_sha256"):
         # Same for a new master key: the digest of a random 32+ character key reveals nothing usable.
         annotations["aiinfra.io/secret-sha256"] = params["secret_sha256"]
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": {
+            "replicas": int(params["replicas"]),
+            "revisionHistoryLimit": 3,
+            "selector": {"matchLabels": selector},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "template": {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod},
+        },
+    }
+    if params.get("autoscaled") is True or str(params.get("autoscaled")).lower() == "true":
+        # The autoscaler owns the count: a replicas field would reset it whenever K3s re-applies the file.
+        del deployment["spec"]["replicas"]
     return [
         {
             "apiVersion": "v1",
@@ -171,18 +167,7 @@ def gateway_manifests(objects, params):
             "metadata": {"name": name + "-config", "namespace": ns, "labels": labels},
             "data": {"config.yaml": config},
         },
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": name, "namespace": ns, "labels": labels},
-            "spec": {
-                "replicas": int(params["replicas"]),
-                "revisionHistoryLimit": 3,
-                "selector": {"matchLabels": selector},
-                "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-                "template": {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod},
-            },
-        },
+        deployment,
         {
             "apiVersion": "v1",
             "kind": "Service",

@@ -168,8 +168,8 @@ def gpu_operator_manifests(params):
     return out
 
 
-def operator_problems(params, hosts):
-    """Settings that cannot work. hosts: {GPU host: its aiinfra_gpu_class or empty}."""
+def operator_problems(params):
+    """Settings that cannot work (the hosts' classes are the site plan's to check)."""
     problems = []
     if params["mig_strategy"] not in MIG_STRATEGIES:
         problems.append(
@@ -192,12 +192,6 @@ def operator_problems(params, hosts):
             "gpu_operator_time_slicing_default is %r but gpu_operator_time_slicing_classes has %s: add it or "
             "pick one of them" % (default, ", ".join(sorted(classes)) or "no class")
         )
-    for host, wanted in sorted(hosts.items()):
-        if wanted and not classes:
-            problems.append(
-                "%s: aiinfra_gpu_class is %r but no time-slicing class is defined: set "
-                "gpu_operator_time_slicing_classes or drop the host variable" % (host, wanted)
-            )
     return problems + chart_problems(
         "gpu_operator", params.get("install_mode", "online"), params["chart_file"], params.get("chart_sha256")
     )

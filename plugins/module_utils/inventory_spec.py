@@ -487,11 +487,5 @@ def merge(problems):
 
 
 def render(p):
-    return "%s %s [%s] %s - %s; fix - %s" % (
-        p["severity"].upper(),
-        p["code"],
-        p["host"],
-        p["variable"],
-        p["problem"],
-        p["fix"],
-    )
+    line = "%s %s [%s] %s - %s" % (p["severity"].upper(), p["code"], p["host"], p["variable"], p["problem"])
+    return line + ("; fix - %s" % p["fix"] if p.get("fix") else "")

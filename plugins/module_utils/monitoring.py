@@ -407,3 +407,13 @@ def grafana_secret(p, password):
         labels_for("grafana", "credentials"),
         {"admin-user": "admin", "admin-password": password},
     )
+
+
+def grafana_password_problems(password):
+    """Grafana's admin password: set, and long enough to be random (never shown)."""
+    if len(password or "") < 16:
+        return [
+            "monitoring_grafana_admin_password is %s: put 16 or more random characters in a vault-encrypted "
+            "group_vars file (e.g. openssl rand -base64 24)" % ("not set" if not password else "too short")
+        ]
+    return []

@@ -16,11 +16,12 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.workloads import (
 )
 
 
-def gpu_capacity(nodes, classes=None, default_class=""):
+def capacity_findings(nodes, classes=None, default_class=""):
     """GPU capacity per node, with time-slicing replicas from the node's class.
 
-    nodes: {node: {"gpus": int, "class": class name or empty}}; classes: {class: replicas per GPU}.
-    Returns ({node: {"gpus": physical GPUs, "replicas": replicas per GPU}}, problems).
+    nodes: {node: {"gpus": int, "class": class name or empty, "memory_mib": MiB per GPU or 0}};
+    classes: {class: replicas per GPU}. Returns ({node: {"gpus": physical GPUs, "replicas": replicas per GPU,
+    optional "memory_mib"}}, [(node, variable, message)]).
     """
     classes = classes or {}
     problems = []
@@ -29,20 +30,34 @@ def gpu_capacity(nodes, classes=None, default_class=""):
         wanted = info.get("class") or default_class
         if wanted and wanted not in classes:
             problems.append(
-                "%s: GPU class %r is not in gpu_operator_time_slicing_classes (%s): add it or set aiinfra_gpu_class "
-                "to one of them" % (node, wanted, ", ".join(sorted(classes)) or "none defined")
+                (
+                    node,
+                    "aiinfra_gpu_class",
+                    "%s: GPU class %r is not in gpu_operator_time_slicing_classes (%s): add it or set "
+                    "aiinfra_gpu_class to one of them" % (node, wanted, ", ".join(sorted(classes)) or "none defined"),
+                )
             )
         capacity[node] = {"gpus": int(info.get("gpus", 1)), "replicas": int(classes.get(wanted, 1) if wanted else 1)}
         memory = info.get("memory_mib")
         if memory:
             if isinstance(memory, bool) or not str(memory).isdigit():
                 problems.append(
-                    "%s: aiinfra_gpu_memory_mib is %r: give the memory of one GPU in MiB as nvidia-smi shows it "
-                    "(e.g. 23034 for an L4, 81920 for an A100 80GB)" % (node, memory)
+                    (
+                        node,
+                        "aiinfra_gpu_memory_mib",
+                        "%s: aiinfra_gpu_memory_mib is %r: give the memory of one GPU in MiB as nvidia-smi shows it "
+                        "(e.g. 23034 for an L4, 81920 for an A100 80GB)" % (node, memory),
+                    )
                 )
             else:
                 capacity[node]["memory_mib"] = int(memory)
     return capacity, problems
+
+
+def gpu_capacity(nodes, classes=None, default_class=""):
+    """(capacity, messages) of capacity_findings."""
+    capacity, problems = capacity_findings(nodes, classes, default_class)
+    return capacity, [message for _node, _variable, message in problems]
 
 
 def sharing_problems(work, capacity):
@@ -126,8 +141,9 @@ def memory_problems(work, capacity, weights_gib):
     return problems
 
 
-def plan_problems(models, capacity, default_image, nim_models=(), store_paths=None, weights=None):
-    """Reasons a serving plan (vLLM and NIM models) cannot work, before anything is touched.
+def plan_findings(models, capacity, default_image, nim_models=(), store_paths=None, weights=None):
+    """Reasons a serving plan (vLLM and NIM models) cannot work, before anything is touched: a list of
+    (variable, message), the variable being the model list the problem is in.
 
     capacity: {node: {"gpus", "replicas", optional "memory_mib" (per GPU)}} from gpu_capacity (a bare GPU
     count per node also works); store_paths: model paths present in the store (None when unknown);
@@ -142,6 +158,7 @@ def plan_problems(models, capacity, default_image, nim_models=(), store_paths=No
                 "name": model.get("served_name", "?"),
                 "gpus": int(model.get("tensor_parallel_size", 1)),
                 "what": "tensor_parallel_size",
+                "variable": "vllm_models",
                 "replicas": int(model.get("replicas", 1)),
                 "max": int(model.get("replicas", 1)),
                 "image": model.get("image", default_image),
@@ -156,6 +173,7 @@ def plan_problems(models, capacity, default_image, nim_models=(), store_paths=No
                 "name": model.get("served_name", "?"),
                 "gpus": int(model.get("gpus", 1)),
                 "what": "gpus",
+                "variable": "nim_models",
                 "replicas": replicas,
                 "max": max(int(model.get("max_replicas", replicas)), replicas),
                 "image": model.get("image"),
@@ -164,7 +182,9 @@ def plan_problems(models, capacity, default_image, nim_models=(), store_paths=No
             }
         )
     if not capacity:
-        return ["no GPU node in the inventory: the model servers need the GPU group"] if workloads else []
+        return (
+            [("vllm_models", "no GPU node in the inventory: the model servers need the GPU group")] if workloads else []
+        )
     problems = []
     biggest = max(c["gpus"] for c in capacity.values())
     physical = sum(c["gpus"] for c in capacity.values())
@@ -174,61 +194,76 @@ def plan_problems(models, capacity, default_image, nim_models=(), store_paths=No
     names = set()
     for work in workloads:
         name = work["name"]
-        problems.extend(sharing_problems(work, capacity))
+        found = []
+        found.extend(sharing_problems(work, capacity))
         if work["gpus"] > 1:
             whole_wanted += work["gpus"] * work["replicas"]
         if "model" in work:
             declared = work["model"].get("weights_gib")
-            problems.extend(
+            found.extend(
                 memory_problems(work, capacity, declared if declared is not None else weights.get(work["path"]))
             )
         if name in names:
-            problems.append("%s: served_name is used twice; each model needs its own" % name)
+            found.append("%s: served_name is used twice; each model needs its own" % name)
         names.add(name)
         if work["gpus"] > biggest:
-            problems.append(
+            found.append(
                 "%s: %s %d is larger than the GPUs of any node (at most %d): "
                 "lower it or add a node with more GPUs" % (name, work["what"], work["gpus"], biggest)
             )
         if work.get("nim") and work["replicas"] < 2:
-            problems.append("%s: a NIM backend needs at least 2 replicas to survive a pod or node loss" % name)
+            found.append("%s: a NIM backend needs at least 2 replicas to survive a pod or node loss" % name)
         if work.get("nim") and work["gpus"] * work["max"] > total:
-            problems.append(
+            found.append(
                 "%s: max_replicas %d x %d GPU(s) is more than the cluster's %d: the autoscaler would create pods "
                 "that never schedule; lower max_replicas" % (name, work["max"], work["gpus"], total)
             )
         wanted += work["gpus"] * work["replicas"]
         if not image_pinned(work["image"]):
-            problems.append(
-                "%s: image %r is not pinned: use an explicit version tag or a digest" % (name, work["image"])
-            )
+            found.append("%s: image %r is not pinned: use an explicit version tag or a digest" % (name, work["image"]))
         if work["path"] is not None and (
             not work["path"] or work["path"].startswith("/") or ".." in work["path"].split("/")
         ):
-            problems.append(
-                "%s: model path %r must be relative to the model store, without '..'" % (name, work["path"])
-            )
+            found.append("%s: model path %r must be relative to the model store, without '..'" % (name, work["path"]))
         elif store_paths is not None and work["path"] is not None and work["path"] not in store_paths:
-            problems.append(
+            found.append(
                 "%s: model path %r is not in the model store (%s): seed it first"
                 % (name, work["path"], ", ".join(sorted(store_paths)) or "empty")
             )
+        problems.extend((work["variable"], message) for message in found)
     whole = sum(c["gpus"] for c in capacity.values() if c["replicas"] == 1)
     sliced = sum(c["gpus"] * c["replicas"] for c in capacity.values() if c["replicas"] > 1)
     if whole_wanted and sliced and wanted - whole_wanted > sliced:
         problems.append(
-            "the one-GPU models need %d GPU slices but the time-sliced nodes have %d: with multi-GPU models in the "
-            "plan, one-GPU pods keep to the time-sliced nodes (the whole GPUs are for the multi-GPU pods); add "
-            "slices or nodes to a shared class, or lower replicas" % (wanted - whole_wanted, sliced)
+            (
+                "vllm_models",
+                "the one-GPU models need %d GPU slices but the time-sliced nodes have %d: with multi-GPU models in the "
+                "plan, one-GPU pods keep to the time-sliced nodes (the whole GPUs are for the multi-GPU pods); add "
+                "slices or nodes to a shared class, or lower replicas" % (wanted - whole_wanted, sliced),
+            )
         )
     if whole_wanted > whole and whole < physical:
         problems.append(
-            "the multi-GPU models need %d whole GPUs in all but the nodes without time-slicing have %d: move GPUs to "
-            "a class of 1 replica, or lower tensor_parallel_size or replicas" % (whole_wanted, whole)
+            (
+                "vllm_models",
+                "the multi-GPU models need %d whole GPUs in all but the nodes without time-slicing have %d: move GPUs to "
+                "a class of 1 replica, or lower tensor_parallel_size or replicas" % (whole_wanted, whole),
+            )
         )
     if wanted > total:
         problems.append(
-            "the models request %d GPUs in all but the cluster has %d (%d GPU(s) with time-slicing): "
-            "remove models or replicas" % (wanted, total, physical)
+            (
+                "vllm_models",
+                "the models request %d GPUs in all but the cluster has %d (%d GPU(s) with time-slicing): "
+                "remove models or replicas" % (wanted, total, physical),
+            )
         )
     return problems
+
+
+def plan_problems(models, capacity, default_image, nim_models=(), store_paths=None, weights=None):
+    """The messages of plan_findings."""
+    return [
+        message
+        for _variable, message in plan_findings(models, capacity, default_image, nim_models, store_paths, weights)
+    ]

@@ -156,7 +156,7 @@ def gpu_workload(spec, site):
             "name": name,
             "namespace": site["namespace"],
             "labels": labels,
-            # The gateway's routing table is built from this annotation on the rendered Services.
+            # Which model this Service serves (the gateway routes by the site plan's routes).
             "annotations": {SERVED_NAME: spec.get("served_name", name)},
         },
         "spec": {
@@ -261,6 +261,7 @@ def vllm_manifests(models, site, defaults):
             "port": model.get("port", 8000),
             "gpus": tp,
             "replicas": model.get("replicas", 1),
+            "autoscaled": model.get("autoscaled", False),
             "resources": model.get("resources", defaults["resources"]),
             "startup_timeout": model.get("startup_timeout", 1800),
             "volume_mounts": [
@@ -367,7 +368,7 @@ def model_registry_manifests(nodes, params):
     store per GPU unit (physical GPUs times time-slicing replicas): a node never runs more model server pods
     than it has GPU units, and each pod's claim (store_claim_template) binds one of them on its node.
 
-    nodes: {node: {"gpus", "replicas"}} (gpu_capacity) or a list of node names (one GPU each).
+    nodes: {node: {"gpus", "replicas"}} (the site plan's nodes) or a list of node names (one GPU each).
     params: storage_class, path, size, namespace, pv_prefix.
     """
     if not isinstance(nodes, dict):

@@ -265,3 +265,38 @@ def test_a_misspelt_variable_warns_and_names_the_known_one(tmp_path):
     out = proc.stdout.replace("\n        ", " ")
     assert "WARNING UNKNOWN_VARIABLE" in out and "rename k3s_verison to k3s_version" in out, out
     assert "Not checked without facts" in out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("gib", "refused"), [(30, True), (8, False)])
+def test_weights_in_the_seed_directory_are_measured_against_the_gpu_memory(tmp_path, gib, refused):
+    """The site plan measures the weight files seeded from the controller (sparse files here: the size counts, not
+    the blocks) and refuses a model whose weights leave a 24 GB GPU no room for the KV cache."""
+    model = tmp_path / "seed" / "org" / "big"
+    model.mkdir(parents=True)
+    with open(model / "model-00001.safetensors", "wb") as handle:
+        handle.truncate(gib * 1024**3)
+    (model / "config.json").write_text("{}")  # not a weight file
+    inv = {
+        "all": {
+            "children": {
+                "k3s_servers": hosts("cp-1"),
+                "k3s_agents": hosts("gpu-1"),
+                "gpu_nodes": {"hosts": {"gpu-1": {"aiinfra_gpu_memory_mib": 23034}}},
+            }
+        }
+    }
+    proc = run_validate(
+        tmp_path,
+        inv,
+        {
+            "vllm_models": [{"served_name": "big", "path": "org/big"}],
+            "model_registry_seed_dir": str(tmp_path / "seed"),
+            "model_registry_seed_models": ["org/big"],
+        },
+    )
+    if refused:
+        assert proc.returncode != 0
+        assert "ERROR SERVING_PLAN [all] vllm_models - big: %.1f GiB of weights" % gib in proc.stdout, proc.stdout
+    else:
+        assert proc.returncode == 0, proc.stdout

@@ -10,6 +10,7 @@ import re
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -96,7 +97,7 @@ def rendered(request, tmp_path_factory):
             tmp_path_factory.mktemp("full-inv"), ["cp-1"], NODES["full"], FULL_VARS, classes=FULL_CLASSES
         )
         extra = ["-e", "render_secrets=true", "-vvv"]  # secrets must not reach even the most verbose output
-    proc = render(inventory, out, extra)
+    proc = render(inventory, out, [*extra, "-e", f"render_plan_file={out}.plan"])
     return site, load_docs(out), out, proc
 
 
@@ -370,6 +371,10 @@ def test_one_autoscaler_per_target_and_maxima_fit_the_gpus(rendered):
     for target in targets:
         assert target in deployments, target
         assert "replicas" not in deployments[target]["spec"], target  # the autoscaler owns the count
+    for obj in scaled + hpas:  # KEDA takes a scaleTargetRef without kind for a Deployment (its default)
+        ref = obj["spec"]["scaleTargetRef"]
+        target = deployments[(obj["metadata"]["namespace"], ref["name"])]
+        assert (ref.get("apiVersion", "apps/v1"), ref.get("kind", "Deployment")) == ("apps/v1", target["kind"]), ref
     assert (NAMESPACE[site], "litellm-ha") in targets
     total = sum(ALLOCATABLE[site].values())
     gpus_at_min = 0
@@ -1019,6 +1024,7 @@ def test_one_gpu_demand_beyond_the_slices_is_refused_when_whole_gpus_are_reserve
 
 
 GOLDEN = ROOT / "tests" / "golden"
+PLAN_FILE = "site-plan.yaml"
 
 
 def test_rendered_manifests_match_the_golden_files(rendered):
@@ -1028,15 +1034,17 @@ def test_rendered_manifests_match_the_golden_files(rendered):
     site, _docs, out, _proc = rendered
     golden = GOLDEN / site
     files = sorted(p.name for p in out.glob("*.yaml") if p.name != "secrets.yaml")  # secrets stay out of git
+    texts = {name: (out / name).read_text() for name in files}
+    texts[PLAN_FILE] = Path(f"{out}.plan").read_text()  # the site plan render.yml writes beside the manifests
     if os.environ.get("AIINFRA_UPDATE_GOLDEN") == "1":
         golden.mkdir(parents=True, exist_ok=True)
         for old in golden.glob("*.golden"):
             old.unlink()
-        for name in files:
-            (golden / (name + ".golden")).write_text((out / name).read_text())
-    assert sorted(p.name.removesuffix(".golden") for p in golden.glob("*.golden")) == files
-    for name in files:
-        want, got = (golden / (name + ".golden")).read_text(), (out / name).read_text()
+        for name, text in texts.items():
+            (golden / (name + ".golden")).write_text(text)
+    assert sorted(p.name.removesuffix(".golden") for p in golden.glob("*.golden")) == sorted(texts)
+    for name, got in texts.items():
+        want = (golden / (name + ".golden")).read_text()
         if want != got:
             diff = difflib.unified_diff(
                 want.splitlines(), got.splitlines(), f"golden/{site}/{name}", "rendered", lineterm=""

@@ -1,0 +1,357 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.k3s developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The site plan: everything the serving stack of one inventory becomes, computed in one place.
+
+``site_plan(values, gpu_nodes, weights_bytes, secrets)`` is a pure function. ``values`` holds the effective value
+of every variable in VARIABLES (the inventory's, or the owning role's default); ``gpu_nodes`` the host variables
+of the GPU hosts. It returns:
+
+- ``nodes``: each GPU node's class, physical GPUs, time-slicing replicas per GPU and GPU memory;
+- ``classes``: per class, its nodes, GPUs and slices;
+- ``capacity``: physical GPUs, slices, whole (unsliced) GPUs of the site;
+- ``placement``: the time-sliced replica counts and whether whole GPUs are reserved for multi-GPU models;
+- ``models``: every vLLM and NIM model with its per-model defaults filled in once (``server``, ``gpus``,
+  ``replicas``, ``port``, ``image``) and whether an autoscaler owns its replica count;
+- ``workloads``: each scalable workload (models and gateway) with its kind, minimum and maximum replicas and the
+  autoscaler that owns the count (``keda``, ``hpa``, ``nim-hpa`` or ``none``); a maximum is bounded by the GPUs
+  left when every other workload keeps its minimum;
+- ``routes``: what the gateway routes (model to Service);
+- ``edge``: the public host, its TLS secret and whether cert-manager issues its certificate;
+- ``problems``: ``{code, severity, host, variable, problem, fix}`` (inventory_spec's shape).
+
+Roles read the plan and their own variables; none reads another role's facts.
+"""
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils import edge, gateway, monitoring
+from ansible_collections.aiinfra.k3s.plugins.module_utils.autoscaling import autoscaling_problems, gpu_bounds
+from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import problem
+from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import dns_name
+from ansible_collections.aiinfra.k3s.plugins.module_utils.serving_plan import capacity_findings, plan_findings
+from ansible_collections.aiinfra.k3s.plugins.module_utils.workloads import MODEL_WORKLOAD_KIND
+
+# The variables the plan reads (role defaults apply where the inventory sets none).
+VARIABLES = (
+    "gpu_operator_enabled",
+    "gpu_operator_time_slicing_classes",
+    "gpu_operator_time_slicing_default",
+    "vllm_models",
+    "vllm_image",
+    "vllm_namespace",
+    "nim_models",
+    "nim_namespace",
+    "nim_max_replicas",
+    "model_registry_seed_dir",
+    "model_registry_seed_models",
+    "model_registry_preseeded",
+    "litellm_enabled",
+    "litellm_namespace",
+    "litellm_deployment_name",
+    "litellm_replicas",
+    "litellm_placement",
+    "autoscaling_engine",
+    "autoscaling_gateway_min_replicas",
+    "autoscaling_gateway_max_replicas",
+    "autoscaling_model_max_replicas",
+    "traefik_host",
+    "traefik_namespace",
+    "traefik_tls_secret",
+    "traefik_path_prefix",
+    "traefik_public_paths",
+    "traefik_expose_admin",
+    "traefik_rate_limit_average",
+    "traefik_rate_limit_burst",
+    "traefik_rate_limit_period",
+    "cert_manager_enabled",
+    "cert_manager_issuer_kind",
+    "cert_manager_acme_email",
+    "monitoring_enabled",
+)
+# Read only when the run handles secrets; never copied into the plan.
+SECRET_VARIABLES = ("litellm_master_key", "monitoring_grafana_admin_password", "nim_ngc_api_key")
+
+# Per-model defaults, filled in once here; every builder and check reads the filled-in model.
+MODEL_DEFAULTS = {
+    "vllm": {"tensor_parallel_size": 1, "replicas": 1, "port": 8000},
+    "nim": {"gpus": 1, "replicas": 2, "port": 8000},
+}
+SITE = "all"
+
+
+def _truthy(value):
+    return value is True or str(value).lower() in ("true", "yes", "on", "1")
+
+
+def _int(value, default=0):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def normalize_models(server, models, default_image=None):
+    """The models of one server with their defaults filled in, and the GPUs one replica takes (``gpus``)."""
+    out = []
+    for model in models or []:
+        if not isinstance(model, dict):
+            continue  # the argument-spec check names it
+        filled = dict(MODEL_DEFAULTS[server], **model)
+        if server == "vllm":
+            filled.setdefault("image", default_image)
+            filled["gpus"] = _int(filled["tensor_parallel_size"], 1)
+        else:
+            filled["gpus"] = _int(filled["gpus"], 1)
+        filled["server"] = server
+        out.append(filled)
+    return out
+
+
+def gpu_node_inputs(gpu_nodes):
+    """({node: {gpus, class, memory_mib}}, problems) from the GPU hosts' variables."""
+    nodes, problems = {}, []
+    for host, hv in sorted((gpu_nodes or {}).items()):
+        count = hv.get("aiinfra_gpu_count", 1)
+        gpus = _int(count, None)
+        if gpus is None or isinstance(count, bool) or gpus < 1:
+            problems.append(
+                problem(
+                    "GPU_COUNT", host, "aiinfra_gpu_count", "aiinfra_gpu_count is %r" % (count,), "give a whole number"
+                )
+            )
+            gpus = 1
+        nodes[host] = {
+            "gpus": gpus,
+            "class": hv.get("aiinfra_gpu_class") or "",
+            "memory_mib": hv.get("aiinfra_gpu_memory_mib") or 0,
+        }
+    return nodes, problems
+
+
+def class_summary(nodes, capacity, default_class, enabled=True):
+    classes = {}
+    for node, cap in capacity.items():
+        name = (nodes[node]["class"] or default_class or "") if enabled else ""
+        entry = classes.setdefault(name, {"nodes": [], "gpus": 0, "replicas": cap["replicas"], "slices": 0})
+        entry["nodes"].append(node)
+        entry["gpus"] += cap["gpus"]
+        entry["slices"] += cap["gpus"] * cap["replicas"]
+    return classes
+
+
+def model_workloads(values, models, capacity):
+    """The model servers as scalable workloads: vLLM models under KEDA, NIM models under their own HPA."""
+    engine = values.get("autoscaling_engine")
+    vllm = [m for m in models if m["server"] == "vllm"]
+    nim = [m for m in models if m["server"] == "nim"]
+    bounds = gpu_bounds(vllm, nim, capacity) if engine == "keda" and capacity else {}
+    out = []
+    for model in vllm:
+        replicas = _int(model["replicas"], 1)
+        work = {
+            "name": dns_name("vllm-%s" % model["served_name"]),
+            "served_name": model["served_name"],
+            "server": "vllm",
+            "kind": MODEL_WORKLOAD_KIND,
+            "namespace": values.get("vllm_namespace"),
+            "min": replicas,
+            "max": replicas,
+            "autoscaler": "none",
+        }
+        if engine == "keda":
+            wanted = _int(model.get("max_replicas", values.get("autoscaling_model_max_replicas")), replicas)
+            work.update(autoscaler="keda", max=min(wanted, bounds.get(model["served_name"], replicas)))
+            if "queue_threshold" in model:
+                work["queue_threshold"] = model["queue_threshold"]
+        out.append(work)
+    for model in nim:
+        replicas = _int(model["replicas"], 2)
+        maximum = _int(model.get("max_replicas", values.get("nim_max_replicas")), replicas)
+        out.append(
+            {
+                "name": dns_name("nim-%s" % model["served_name"]),
+                "served_name": model["served_name"],
+                "server": "nim",
+                "kind": MODEL_WORKLOAD_KIND,
+                "namespace": values.get("nim_namespace"),
+                "min": replicas,
+                "max": max(maximum, replicas),
+                "autoscaler": "nim-hpa",
+            }
+        )
+    return out
+
+
+def gateway_workload(values):
+    engine = values.get("autoscaling_engine")
+    replicas = _int(values.get("litellm_replicas"), 2)
+    work = {
+        "name": values.get("litellm_deployment_name"),
+        "server": "litellm",
+        "kind": "Deployment",
+        "namespace": values.get("litellm_namespace"),
+        "min": replicas,
+        "max": replicas,
+        "autoscaler": "none",
+    }
+    if engine in ("keda", "hpa"):
+        work.update(
+            autoscaler=engine,
+            min=_int(values.get("autoscaling_gateway_min_replicas"), replicas),
+            max=_int(values.get("autoscaling_gateway_max_replicas"), replicas),
+        )
+    return work
+
+
+def routes(values, models):
+    out = []
+    for model in models:
+        server = model["server"]
+        out.append(
+            {
+                "model": model["served_name"],
+                "service": dns_name("%s-%s" % (server, model["served_name"])),
+                "namespace": values.get("%s_namespace" % server),
+                "port": model["port"],
+                "component": server,
+            }
+        )
+    return sorted(out, key=lambda r: r["model"])
+
+
+def edge_plan(values):
+    host = values.get("traefik_host") or ""
+    if not host:
+        return {"host": "", "certificate": False}
+    return {
+        "host": host,
+        "namespace": values.get("traefik_namespace"),
+        "tls_secret": values.get("traefik_tls_secret"),
+        "certificate": _truthy(values.get("cert_manager_enabled")),
+    }
+
+
+def setting_problems(values, models, secrets):
+    """Checks across roles' settings (edge with its issuer, gateway with the models, autoscaling bounds) and,
+    when the run handles secrets, the secrets' strength."""
+    out = []
+
+    def add(code, variable, messages):
+        out.extend(problem(code, SITE, variable, message, "") for message in messages)
+
+    if values.get("traefik_host"):
+        traefik = {key: values.get("traefik_" + key) for key in ("host", "path_prefix", "public_paths", "expose_admin")}
+        for key in ("average", "burst", "period"):
+            traefik["rate_" + key] = values.get("traefik_rate_limit_" + key)
+        certs = None
+        if _truthy(values.get("cert_manager_enabled")):
+            certs = {
+                "issuer_kind": values.get("cert_manager_issuer_kind"),
+                "acme_email": values.get("cert_manager_acme_email"),
+            }
+        add("EDGE", "traefik_host", edge.edge_problems(traefik, certs))
+    gateway_on = _truthy(values.get("litellm_enabled"))
+    if gateway_on:
+        if values.get("litellm_placement") not in gateway.PLACEMENTS:
+            add(
+                "GATEWAY",
+                "litellm_placement",
+                ["litellm_placement is %r: use cpu (off GPU nodes), gpu or any" % (values.get("litellm_placement"),)],
+            )
+        if _int(values.get("litellm_replicas")) < 2:
+            add(
+                "GATEWAY",
+                "litellm_replicas",
+                [
+                    "litellm_replicas is %s: the gateway needs at least 2 to survive a pod loss"
+                    % values.get("litellm_replicas")
+                ],
+            )
+        if not models:
+            add(
+                "GATEWAY",
+                "vllm_models",
+                ["the gateway has no model to route to: add vllm_models or nim_models, or disable litellm"],
+            )
+    add(
+        "AUTOSCALING",
+        "autoscaling_gateway_max_replicas",
+        autoscaling_problems(
+            {
+                "engine": values.get("autoscaling_engine"),
+                "gateway_min": values.get("autoscaling_gateway_min_replicas"),
+                "gateway_max": values.get("autoscaling_gateway_max_replicas"),
+            }
+        ),
+    )
+    if secrets:
+        if gateway_on:
+            add("SECRET", "litellm_master_key", gateway.master_key_problems(values.get("litellm_master_key") or ""))
+        if _truthy(values.get("monitoring_enabled")):
+            add(
+                "SECRET",
+                "monitoring_grafana_admin_password",
+                monitoring.grafana_password_problems(values.get("monitoring_grafana_admin_password") or ""),
+            )
+        if any(m["server"] == "nim" for m in models) and not values.get("nim_ngc_api_key"):
+            add(
+                "SECRET",
+                "nim_ngc_api_key",
+                [
+                    "nim_models is set but nim_ngc_api_key is empty: put the NGC API key in a vault-encrypted group_vars file"
+                ],
+            )
+    return out
+
+
+def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True):
+    """The whole computed plan of a site (see the module docstring)."""
+    values = dict(values)
+    nodes, problems = gpu_node_inputs(gpu_nodes)
+    enabled = _truthy(values.get("gpu_operator_enabled", True))
+    classes = dict(values.get("gpu_operator_time_slicing_classes") or {}) if enabled else {}
+    default_class = (values.get("gpu_operator_time_slicing_default") or "") if enabled else ""
+    capacity, findings = capacity_findings(nodes, classes, default_class)
+    # Without the GPU Operator there is no time-slicing, so the hosts' classes mean nothing.
+    problems += [
+        problem("GPU_CLASS" if variable == "aiinfra_gpu_class" else "GPU_MEMORY", node, variable, message, "")
+        for node, variable, message in findings
+        if enabled or variable != "aiinfra_gpu_class"
+    ]
+    vllm = normalize_models("vllm", values.get("vllm_models"), values.get("vllm_image"))
+    nim = normalize_models("nim", values.get("nim_models"))
+    models = vllm + nim
+    stored = list(values.get("model_registry_seed_models") or []) + list(values.get("model_registry_preseeded") or [])
+    weights = {path: int(size) / 1073741824.0 for path, size in (weights_bytes or {}).items()}
+    problems += [
+        problem("SERVING_PLAN", SITE, variable, message, "")
+        for variable, message in plan_findings(
+            vllm, capacity, values.get("vllm_image"), nim, set(stored) if stored else None, weights
+        )
+    ]
+    problems += setting_problems(values, models, secrets)
+    work = model_workloads(values, models, capacity)
+    if _truthy(values.get("litellm_enabled")):
+        work.append(gateway_workload(values))
+    owned = {w["served_name"]: w["autoscaler"] != "none" for w in work if "served_name" in w}
+    for model in models:
+        model["autoscaled"] = owned.get(model["served_name"], False)
+    shared = [c["replicas"] for c in capacity.values() if c["replicas"] > 1]
+    return {
+        "nodes": {
+            node: dict(capacity[node], **{"class": (nodes[node]["class"] or default_class) if enabled else ""})
+            for node in capacity
+        },
+        "classes": class_summary(nodes, capacity, default_class, enabled),
+        "capacity": {
+            "gpus": sum(c["gpus"] for c in capacity.values()),
+            "slices": sum(c["gpus"] * c["replicas"] for c in capacity.values()),
+            "whole_gpus": sum(c["gpus"] for c in capacity.values() if c["replicas"] == 1),
+        },
+        "placement": {"shared_replicas": shared, "reserve_whole": any(m["gpus"] > 1 for m in models)},
+        "models": models,
+        "workloads": work,
+        "routes": routes(values, models),
+        "edge": edge_plan(values),
+        "secrets": bool(secrets),
+        "problems": problems,
+    }

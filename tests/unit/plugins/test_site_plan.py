@@ -1,0 +1,55 @@
+"""plugins/module_utils/site_plan.py: the one computed plan of a site (cases in data/site_plan.yml)."""
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils import site_plan
+
+DATA = yaml.safe_load((Path(__file__).parents[1] / "data" / "site_plan.yml").read_text())
+CASES = DATA["cases"]
+
+
+def plan_of(case):
+    values = dict(copy.deepcopy(DATA["base"]), **copy.deepcopy(case.get("values") or {}))
+    return site_plan.site_plan(values, case.get("gpu_nodes") or {}, {}, case.get("secrets", True))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_site_plan(case):
+    plan = plan_of(case)
+    expect = dict(case["expect"])
+    found = sorted({(p["code"], p["variable"]) for p in plan["problems"]})
+    assert found == sorted(tuple(p) for p in expect.pop("problems")), plan["problems"]
+    for p in plan["problems"]:
+        assert p["severity"] == "error" and p["host"] and p["problem"]
+    for key, want in expect.items():
+        got = plan[key]
+        if key == "nodes":  # memory_mib appears only where the inventory gives it
+            got = {n: {k: v for k, v in c.items() if k != "memory_mib"} for n, c in got.items()}
+        assert got == want, key
+
+
+def test_secrets_never_reach_the_plan():
+    case = {"values": {"monitoring_enabled": True, "monitoring_grafana_admin_password": "pw-0123456789abcdef"}}
+    text = repr(plan_of(case))
+    for name in site_plan.SECRET_VARIABLES:
+        value = dict(DATA["base"], **case["values"]).get(name)
+        assert not value or value not in text, name
+
+
+def test_a_model_is_filled_in_without_changing_the_inventory():
+    models = [{"served_name": "m", "path": "p"}]
+    values = dict(DATA["base"], vllm_models=models)
+    site_plan.site_plan(values, {"g": {}})
+    assert models == [{"served_name": "m", "path": "p"}]
+
+
+def test_every_variable_the_plan_reads_is_declared_by_a_role():
+    from ansible_collections.aiinfra.k3s.plugins.filter.inventory_spec_problems import role_specs
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import merge_specs
+
+    declared = merge_specs(role_specs())
+    assert [v for v in site_plan.VARIABLES + site_plan.SECRET_VARIABLES if v not in declared] == []
