@@ -5,6 +5,7 @@
 its queue depth, maxima bounded by the GPUs the cluster really has; without KEDA, a CPU HorizontalPodAutoscaler on
 the gateway. One autoscaler per target, never two."""
 
+from ansible_collections.aiinfra.k3s.plugins.module_utils.models import filled
 from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
     autoscaler,
     helm_chart,
@@ -18,16 +19,14 @@ def gpu_bounds(vllm_models, nim_models, capacity):
     """Largest replica count each vLLM model can reach while every other workload keeps its minimum.
 
     capacity: {node: {"gpus", "replicas"}}. Returns {served name: max replicas (at least its minimum)}."""
+    vllm_models, nim_models = filled("vllm", vllm_models), filled("nim", nim_models)
     total = sum(int(c["gpus"]) * int(c.get("replicas", 1)) for c in capacity.values())
-    minimum = {}
-    for m in vllm_models:
-        minimum[m["served_name"]] = int(m.get("tensor_parallel_size", 1)) * int(m.get("replicas", 1))
-    nim_floor = sum(int(m.get("gpus", 1)) * int(m.get("replicas", 2)) for m in nim_models)
+    minimum = {m["served_name"]: m["gpus"] * int(m["replicas"]) for m in vllm_models}
+    nim_floor = sum(m["gpus"] * int(m["replicas"]) for m in nim_models)
     bounds = {}
     for m in vllm_models:
-        gpus = int(m.get("tensor_parallel_size", 1))
         free = total - nim_floor - sum(v for k, v in minimum.items() if k != m["served_name"])
-        bounds[m["served_name"]] = max(free // gpus, int(m.get("replicas", 1)))
+        bounds[m["served_name"]] = max(free // m["gpus"], int(m["replicas"]))
     return bounds
 
 

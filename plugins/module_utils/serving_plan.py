@@ -6,6 +6,7 @@ GPU memory for the weights, images pinned, names unique. Plain functions; proble
 
 import math
 
+from ansible_collections.aiinfra.k3s.plugins.module_utils.models import filled
 from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
     image_pinned,
 )
@@ -150,28 +151,29 @@ def plan_findings(models, capacity, default_image, nim_models=(), store_paths=No
     weights: {model path: GiB of weights} measured in the seed directory (a model's own weights_gib wins).
     """
     weights = weights or {}
+    models, nim_models = filled("vllm", models, default_image), filled("nim", nim_models)
     capacity = {n: c if isinstance(c, dict) else {"gpus": int(c), "replicas": 1} for n, c in capacity.items()}
     workloads = []
     for model in models:
         workloads.append(
             {
                 "name": model.get("served_name", "?"),
-                "gpus": int(model.get("tensor_parallel_size", 1)),
+                "gpus": model["gpus"],
                 "what": "tensor_parallel_size",
                 "variable": "vllm_models",
-                "replicas": int(model.get("replicas", 1)),
-                "max": int(model.get("replicas", 1)),
-                "image": model.get("image", default_image),
+                "replicas": int(model["replicas"]),
+                "max": int(model["replicas"]),
+                "image": model["image"],
                 "path": model.get("path"),
                 "model": model,
             }
         )
     for model in nim_models:
-        replicas = int(model.get("replicas", 2))
+        replicas = int(model["replicas"])
         workloads.append(
             {
                 "name": model.get("served_name", "?"),
-                "gpus": int(model.get("gpus", 1)),
+                "gpus": model["gpus"],
                 "what": "gpus",
                 "variable": "nim_models",
                 "replicas": replicas,

@@ -26,6 +26,7 @@ Roles read the plan and their own variables; none reads another role's facts.
 from ansible_collections.aiinfra.k3s.plugins.module_utils import edge, gateway, monitoring
 from ansible_collections.aiinfra.k3s.plugins.module_utils.autoscaling import autoscaling_problems, gpu_bounds
 from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import problem
+from ansible_collections.aiinfra.k3s.plugins.module_utils.models import filled
 from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import dns_name
 from ansible_collections.aiinfra.k3s.plugins.module_utils.serving_plan import capacity_findings, plan_findings
 from ansible_collections.aiinfra.k3s.plugins.module_utils.workloads import MODEL_WORKLOAD_KIND
@@ -70,11 +71,6 @@ VARIABLES = (
 # Read only when the run handles secrets; never copied into the plan.
 SECRET_VARIABLES = ("litellm_master_key", "monitoring_grafana_admin_password", "nim_ngc_api_key")
 
-# Per-model defaults, filled in once here; every builder and check reads the filled-in model.
-MODEL_DEFAULTS = {
-    "vllm": {"tensor_parallel_size": 1, "replicas": 1, "port": 8000},
-    "nim": {"gpus": 1, "replicas": 2, "port": 8000},
-}
 SITE = "all"
 
 
@@ -87,23 +83,6 @@ def _int(value, default=0):
         return int(value)
     except (TypeError, ValueError):
         return default
-
-
-def normalize_models(server, models, default_image=None):
-    """The models of one server with their defaults filled in, and the GPUs one replica takes (``gpus``)."""
-    out = []
-    for model in models or []:
-        if not isinstance(model, dict):
-            continue  # the argument-spec check names it
-        filled = dict(MODEL_DEFAULTS[server], **model)
-        if server == "vllm":
-            filled.setdefault("image", default_image)
-            filled["gpus"] = _int(filled["tensor_parallel_size"], 1)
-        else:
-            filled["gpus"] = _int(filled["gpus"], 1)
-        filled["server"] = server
-        out.append(filled)
-    return out
 
 
 def gpu_node_inputs(gpu_nodes):
@@ -317,8 +296,8 @@ def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True):
         for node, variable, message in findings
         if enabled or variable != "aiinfra_gpu_class"
     ]
-    vllm = normalize_models("vllm", values.get("vllm_models"), values.get("vllm_image"))
-    nim = normalize_models("nim", values.get("nim_models"))
+    vllm = filled("vllm", values.get("vllm_models"), values.get("vllm_image"))
+    nim = filled("nim", values.get("nim_models"))
     models = vllm + nim
     stored = list(values.get("model_registry_seed_models") or []) + list(values.get("model_registry_preseeded") or [])
     weights = {path: int(size) / 1073741824.0 for path, size in (weights_bytes or {}).items()}

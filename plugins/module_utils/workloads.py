@@ -8,6 +8,7 @@ model store's local volumes and the NGC secrets."""
 import math
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils import json_logging
+from ansible_collections.aiinfra.k3s.plugins.module_utils.models import filled
 from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
     RUN_AS_USER,
     SERVED_NAME,
@@ -202,13 +203,13 @@ def vllm_args(model, store_mount, share=1):
         "--served-model-name",
         model["served_name"],
         "--tensor-parallel-size",
-        str(model.get("tensor_parallel_size", 1)),
+        str(model["tensor_parallel_size"]),
         "--max-model-len",
         str(model.get("max_model_len", 8192)),
         "--gpu-memory-utilization",
         str(memory_utilization(model, share)),
         "--port",
-        str(model.get("port", 8000)),
+        str(model["port"]),
     ]
     if model.get("prefix_caching", True):
         args.append("--enable-prefix-caching")
@@ -240,13 +241,13 @@ def vllm_manifests(models, site, defaults):
             log_map, site["namespace"], ["vllm", "uvicorn", "uvicorn.access"], defaults.get("log_level", "INFO")
         )
     ]
-    for model in models:
-        tp = int(model.get("tensor_parallel_size", 1))
+    for model in filled("vllm", models, defaults["image"]):
+        tp = model["gpus"]
         spec = {
             "name": "vllm-%s" % model["served_name"],
             "served_name": model["served_name"],
             "component": "vllm",
-            "image": model.get("image", defaults["image"]),
+            "image": model["image"],
             "args": vllm_args(model, defaults["store_mount"], gpu_share(tp, site.get("shared_replicas"))),
             "env": dict(
                 {
@@ -258,9 +259,9 @@ def vllm_manifests(models, site, defaults):
                 },
                 **(model.get("env") or {}),
             ),
-            "port": model.get("port", 8000),
+            "port": model["port"],
             "gpus": tp,
-            "replicas": model.get("replicas", 1),
+            "replicas": model["replicas"],
             "autoscaled": model.get("autoscaled", False),
             "resources": model.get("resources", defaults["resources"]),
             "startup_timeout": model.get("startup_timeout", 1800),
@@ -277,7 +278,7 @@ def vllm_manifests(models, site, defaults):
             "run_as_user": defaults.get("run_as_user", RUN_AS_USER),
         }
         out.extend(gpu_workload(spec, site))
-        if int(model.get("replicas", 1)) > 1:
+        if int(model["replicas"]) > 1:
             name = dns_name(spec["name"])
             out.append(disruption_budget(name, site["namespace"], labels_for(name, "vllm")))
     return out
@@ -292,9 +293,9 @@ def nim_manifests(models, site, defaults):
     store_read_only.
     """
     out = []
-    for model in models:
+    for model in filled("nim", models):
         name = dns_name("nim-%s" % model["served_name"])
-        replicas = int(model.get("replicas", 2))
+        replicas = int(model["replicas"])
         spec = {
             "name": name,
             "served_name": model["served_name"],
@@ -307,7 +308,7 @@ def nim_manifests(models, site, defaults):
                     "NIM_CACHE_PATH": defaults["store_mount"],
                     "NIM_JSONL_LOGGING": "1",
                     "NIM_LOG_LEVEL": "INFO",
-                    "NIM_SERVER_PORT": str(model.get("port", 8000)),
+                    "NIM_SERVER_PORT": str(model["port"]),
                     "HF_HUB_OFFLINE": "1",
                 },
                 **(model.get("env") or {}),
@@ -317,8 +318,8 @@ def nim_manifests(models, site, defaults):
                 {"NGC_API_KEY": [defaults["ngc_secret"], "NGC_API_KEY"]} if defaults.get("download") else {}
             ),
             "image_pull_secrets": [defaults["pull_secret"]],
-            "port": model.get("port", 8000),
-            "gpus": int(model.get("gpus", 1)),
+            "port": model["port"],
+            "gpus": model["gpus"],
             "replicas": replicas,
             "autoscaled": True,
             "resources": model.get("resources", defaults["resources"]),

@@ -1,0 +1,39 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.k3s developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The per-model defaults of vllm_models and nim_models, in one place.
+
+Every check and builder takes its models through ``filled``: the site plan fills them once and the functions
+that tests call directly fill them again, which changes nothing (filling is idempotent)."""
+
+MODEL_DEFAULTS = {
+    "vllm": {"tensor_parallel_size": 1, "replicas": 1, "port": 8000},
+    "nim": {"gpus": 1, "replicas": 2, "port": 8000},
+}
+
+
+def _int(value, default):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def filled(server, models, default_image=None):
+    """The models of one server (vllm or nim) with the defaults filled in, ``gpus`` (GPUs per replica) and
+    ``server`` set, and for vLLM the image (default_image where a model names none). Entries that are not
+    mappings are left out (the argument-spec check names them)."""
+    out = []
+    for model in models or []:
+        if not isinstance(model, dict):
+            continue
+        entry = dict(MODEL_DEFAULTS[server], **model)
+        if server == "vllm":
+            if "image" not in entry:
+                entry["image"] = default_image
+            entry["gpus"] = _int(entry["tensor_parallel_size"], 1)
+        else:
+            entry["gpus"] = _int(entry["gpus"], 1)
+        entry["server"] = server
+        out.append(entry)
+    return out
