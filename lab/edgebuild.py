@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
 import re
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import helmbuild
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "lab" / "edge"
@@ -71,13 +73,7 @@ def build() -> Path:
     partial = out.with_name("edge.partial")
     log(f"building {out.parent.name} with {go_version()} (Traefik's router from {TRAEFIK_MODULE})")
     started = time.monotonic()
-    env = {
-        **os.environ,
-        "CGO_ENABLED": "0",
-        "GOFLAGS": "-mod=readonly",
-        "GOWORK": "off",
-    }
-    env.setdefault("GOTOOLCHAIN", "local")
+    env = helmbuild.go_env(CGO_ENABLED="0", GOFLAGS="-mod=readonly")
     proc = subprocess.run(
         ["go", "build", "-trimpath", "-o", str(partial), "."],
         cwd=SOURCE,
