@@ -18,7 +18,8 @@ of the GPU hosts. It returns:
   left when every other workload keeps its minimum;
 - ``routes``: what the gateway routes (model to Service);
 - ``edge``: the public host, its TLS secret and whether cert-manager issues its certificate;
-- ``problems``: ``{code, severity, host, variable, problem, fix}`` (inventory_spec's shape).
+- ``problems``: ``{code, severity, host, variable, problem, fix}`` (inventory_spec's shape): GPU_CLASS, GPU_COUNT,
+  GPU_MEMORY, MODEL, SERVING_PLAN, EDGE, GATEWAY, AUTOSCALING, SECRET.
 
 Roles read the plan and their own variables; none reads another role's facts.
 """
@@ -298,6 +299,15 @@ def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True):
     ]
     vllm = filled("vllm", values.get("vllm_models"), values.get("vllm_image"))
     nim = filled("nim", values.get("nim_models"))
+    # A model without its name cannot be planned (validate.yml's argument-spec check names it first).
+    problems += [
+        problem(
+            "MODEL", SITE, "%s_models" % m["server"], "a %s model has no served_name" % m["server"], "add served_name"
+        )
+        for m in vllm + nim
+        if not m.get("served_name")
+    ]
+    vllm, nim = [m for m in vllm if m.get("served_name")], [m for m in nim if m.get("served_name")]
     models = vllm + nim
     stored = list(values.get("model_registry_seed_models") or []) + list(values.get("model_registry_preseeded") or [])
     weights = {path: int(size) / 1073741824.0 for path, size in (weights_bytes or {}).items()}
