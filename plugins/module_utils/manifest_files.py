@@ -37,4 +37,4 @@ def changes(directory, files, absent):
 
 def bad_names(names):
     """File names that would leave the directory or hide a file (path separators, '..', leading dots)."""
-    return [n for n in names if not n or "/" in n or "\\" in n or n.startswith(".") or n in ("..",)]
+    return [n for n in names if not n or "/" in n or "\\" in n or n.startswith(".")]

@@ -12,7 +12,8 @@ MODEL_DEFAULTS = {
 }
 
 
-def _int(value, default):
+def as_int(value, default=0):
+    """int(value), or default when it is not a whole number."""
     try:
         return int(value)
     except (TypeError, ValueError):
@@ -31,9 +32,9 @@ def filled(server, models, default_image=None):
         if server == "vllm":
             if "image" not in entry:
                 entry["image"] = default_image
-            entry["gpus"] = _int(entry["tensor_parallel_size"], 1)
+            entry["gpus"] = as_int(entry["tensor_parallel_size"], 1)
         else:
-            entry["gpus"] = _int(entry["gpus"], 1)
+            entry["gpus"] = as_int(entry["gpus"], 1)
         entry["server"] = server
         out.append(entry)
     return out

@@ -27,7 +27,7 @@ Roles read the plan and their own variables; none reads another role's facts.
 from ansible_collections.aiinfra.k3s.plugins.module_utils import edge, gateway, monitoring
 from ansible_collections.aiinfra.k3s.plugins.module_utils.autoscaling import autoscaling_problems, gpu_bounds
 from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import problem
-from ansible_collections.aiinfra.k3s.plugins.module_utils.models import filled
+from ansible_collections.aiinfra.k3s.plugins.module_utils.models import as_int, filled
 from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import dns_name
 from ansible_collections.aiinfra.k3s.plugins.module_utils.serving_plan import capacity_findings, plan_findings
 from ansible_collections.aiinfra.k3s.plugins.module_utils.workloads import MODEL_WORKLOAD_KIND
@@ -79,19 +79,12 @@ def _truthy(value):
     return value is True or str(value).lower() in ("true", "yes", "on", "1")
 
 
-def _int(value, default=0):
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
-
-
 def gpu_node_inputs(gpu_nodes):
     """({node: {gpus, class, memory_mib}}, problems) from the GPU hosts' variables."""
     nodes, problems = {}, []
     for host, hv in sorted((gpu_nodes or {}).items()):
         count = hv.get("aiinfra_gpu_count", 1)
-        gpus = _int(count, None)
+        gpus = as_int(count, None)
         if gpus is None or isinstance(count, bool) or gpus < 1:
             problems.append(
                 problem(
@@ -126,7 +119,7 @@ def model_workloads(values, models, capacity):
     bounds = gpu_bounds(vllm, nim, capacity) if engine == "keda" and capacity else {}
     out = []
     for model in vllm:
-        replicas = _int(model["replicas"], 1)
+        replicas = as_int(model["replicas"], 1)
         work = {
             "name": dns_name("vllm-%s" % model["served_name"]),
             "served_name": model["served_name"],
@@ -138,14 +131,14 @@ def model_workloads(values, models, capacity):
             "autoscaler": "none",
         }
         if engine == "keda":
-            wanted = _int(model.get("max_replicas", values.get("autoscaling_model_max_replicas")), replicas)
+            wanted = as_int(model.get("max_replicas", values.get("autoscaling_model_max_replicas")), replicas)
             work.update(autoscaler="keda", max=min(wanted, bounds.get(model["served_name"], replicas)))
             if "queue_threshold" in model:
                 work["queue_threshold"] = model["queue_threshold"]
         out.append(work)
     for model in nim:
-        replicas = _int(model["replicas"], 2)
-        maximum = _int(model.get("max_replicas", values.get("nim_max_replicas")), replicas)
+        replicas = as_int(model["replicas"], 2)
+        maximum = as_int(model.get("max_replicas", values.get("nim_max_replicas")), replicas)
         out.append(
             {
                 "name": dns_name("nim-%s" % model["served_name"]),
@@ -163,7 +156,7 @@ def model_workloads(values, models, capacity):
 
 def gateway_workload(values):
     engine = values.get("autoscaling_engine")
-    replicas = _int(values.get("litellm_replicas"), 2)
+    replicas = as_int(values.get("litellm_replicas"), 2)
     work = {
         "name": values.get("litellm_deployment_name"),
         "server": "litellm",
@@ -176,8 +169,8 @@ def gateway_workload(values):
     if engine in ("keda", "hpa"):
         work.update(
             autoscaler=engine,
-            min=_int(values.get("autoscaling_gateway_min_replicas"), replicas),
-            max=_int(values.get("autoscaling_gateway_max_replicas"), replicas),
+            min=as_int(values.get("autoscaling_gateway_min_replicas"), replicas),
+            max=as_int(values.get("autoscaling_gateway_max_replicas"), replicas),
         )
     return work
 
@@ -237,7 +230,7 @@ def setting_problems(values, models, secrets):
                 "litellm_placement",
                 ["litellm_placement is %r: use cpu (off GPU nodes), gpu or any" % (values.get("litellm_placement"),)],
             )
-        if _int(values.get("litellm_replicas")) < 2:
+        if as_int(values.get("litellm_replicas")) < 2:
             add(
                 "GATEWAY",
                 "litellm_replicas",
