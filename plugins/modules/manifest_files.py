@@ -17,9 +17,13 @@ author:
   - aiinfra.k3s developers (@aiinfra)
 options:
   path:
-    description: The directory (created, mode 0700, when missing; its mode and owner are the caller's to set).
+    description: The directory, created when missing, with O(directory_mode) and the files' O(owner) and O(group).
     type: path
     required: true
+  directory_mode:
+    description: Mode of the directory.
+    type: str
+    default: "0700"
   files:
     description: File name to its wanted content.
     type: dict
@@ -87,6 +91,7 @@ def main():
             "files": {"type": "dict", "default": {}},
             "absent": {"type": "list", "elements": "str", "default": []},
             "mode": {"type": "str", "default": "0600"},
+            "directory_mode": {"type": "str", "default": "0700"},
             "owner": {"type": "str"},
             "group": {"type": "str"},
         },
@@ -99,9 +104,15 @@ def main():
     if bad:
         module.fail_json(msg="file names must be plain names inside path: %s" % ", ".join(map(repr, bad)))
     todo = changes(directory, files, p["absent"])
-    changed = False
-    if (todo["write"] or todo["remove"]) and not os.path.isdir(directory) and not module.check_mode:
+    changed = not os.path.isdir(directory)
+    if changed and not module.check_mode:
         os.makedirs(directory, mode=0o700)
+    if os.path.isdir(directory):
+        changed = module.set_mode_if_different(directory, p["directory_mode"], changed, expand=False)
+        if p["owner"]:
+            changed = module.set_owner_if_different(directory, p["owner"], changed, expand=False)
+        if p["group"]:
+            changed = module.set_group_if_different(directory, p["group"], changed, expand=False)
     diff = []
     for name, (old, new) in todo["write"].items():
         changed = True

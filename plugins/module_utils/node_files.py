@@ -1,0 +1,69 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.k3s developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The configuration files of a node in one pass: directories, files with their text, symbolic links and paths that
+must not exist. Plain read-only functions; the module adds ownership, mode and Ansible's atomic move."""
+
+import os
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils.manifest_files import read
+
+
+def changes(directories, files, links, absent):
+    """What converging the node's files takes, without touching anything.
+
+    directories: paths that must be directories; files: {path: wanted text}; links: {path: target};
+    absent: paths that must not exist. Returns {"directories": [missing], "write": {path: (old text or None, new)},
+    "links": {path: (old target or None, target)}, "remove": [existing paths]} (each sorted).
+    """
+    out = {"directories": [], "write": {}, "links": {}, "remove": []}
+    for path in sorted(set(directories)):
+        if not os.path.isdir(path):
+            out["directories"].append(path)
+    for path, text in sorted(files.items()):
+        old = None if os.path.islink(path) else read(path)
+        if old != text:
+            out["write"][path] = (old, text)
+    for path, target in sorted(links.items()):
+        old = os.readlink(path) if os.path.islink(path) else None
+        if old != target:
+            out["links"][path] = (old, target)
+    for path in sorted(set(absent) - set(files) - set(links)):
+        if os.path.lexists(path):
+            out["remove"].append(path)
+    return out
+
+
+def bad_paths(paths):
+    """Paths the module refuses: relative ones and ones with a '..' component."""
+    return [p for p in paths if not p or not os.path.isabs(p) or ".." in p.split(os.sep)]
+
+
+def diff_entries(todo, secret_paths):
+    """Ansible diff entries for a plan from changes(); the text of secret paths is never shown."""
+
+    def shown(path, text, which):
+        if path in secret_paths and text:
+            return "(secret content not shown: %s)\n" % which
+        return text or ""
+
+    entries = []
+    for path in todo["directories"]:
+        entries.append({"before_header": path, "after_header": path, "before": "", "after": "(directory)\n"})
+    for path, (old, new) in todo["write"].items():
+        entries.append(
+            {
+                "before_header": path,
+                "after_header": path,
+                "before": shown(path, old, "old"),
+                "after": shown(path, new, "new"),
+            }
+        )
+    for path, (old, target) in todo["links"].items():
+        before = "-> %s\n" % old if old else ""
+        entries.append({"before_header": path, "after_header": path, "before": before, "after": "-> %s\n" % target})
+    for path in todo["remove"]:
+        entries.append(
+            {"before_header": path, "after_header": path, "before": shown(path, "(exists)\n", "old"), "after": ""}
+        )
+    return entries

@@ -1,0 +1,194 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.k3s developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+DOCUMENTATION = r"""
+module: node_files
+short_description: Converge a node's configuration files, directories and links in one pass
+version_added: 0.3.0
+description:
+  - Creates each directory of O(directories) that is missing, writes each file of O(files) and O(secret_files) whose
+    content differs (atomically), points each link of O(links) at its target and removes each path of O(absent)
+    that exists; then sets mode, owner and group where they differ.
+  - One module run instead of one file, copy or template task per path; on a node whose files are already right
+    it only reads them. The logic is in module_utils C(node_files.py).
+author:
+  - aiinfra.k3s developers (@aiinfra)
+options:
+  directories:
+    description: Directories that must exist.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: Absolute path.
+        type: path
+        required: true
+      mode:
+        description: Mode of the directory.
+        type: str
+        default: "0755"
+  files:
+    description: Files and their wanted text.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: Absolute path.
+        type: path
+        required: true
+      content:
+        description: The wanted text.
+        type: str
+        required: true
+      mode:
+        description: Mode of the file.
+        type: str
+        default: "0644"
+  secret_files:
+    description:
+      - Absolute path to the wanted text of a file that holds a secret (a token, registry credentials).
+      - Written with mode 0600; the text never appears in the module's output, its arguments or its diff.
+    type: dict
+    default: {}
+  links:
+    description: Absolute path of a symbolic link to its target.
+    type: dict
+    default: {}
+  absent:
+    description: Absolute paths that must not exist (a file or a link).
+    type: list
+    elements: str
+    default: []
+  owner:
+    description: Owner of every path; unchanged when not given.
+    type: str
+  group:
+    description: Group of every path; unchanged when not given.
+    type: str
+attributes:
+  check_mode:
+    support: full
+    description: Reports what would be created, written, linked and removed.
+  diff_mode:
+    support: full
+    description: The old and new text of each file written (a secret file's text is replaced by a placeholder).
+"""
+
+EXAMPLES = r"""
+- name: Write the token, config.yaml and the unit of a K3s server
+  aiinfra.k3s.node_files:
+    directories:
+      - path: /etc/rancher/k3s
+    files:
+      - path: /etc/rancher/k3s/config.yaml
+        content: "{{ lookup('ansible.builtin.template', 'config.yaml.j2') }}"
+        mode: "0600"
+      - path: /etc/systemd/system/k3s.service
+        content: "{{ lookup('ansible.builtin.template', 'k3s.service.j2') }}"
+    secret_files:
+      /etc/rancher/k3s/cluster-token: "{{ k3s_token }}\n"
+    links:
+      /usr/local/bin/kubectl: /usr/local/bin/k3s
+    absent: [/etc/rancher/k3s/registries.yaml]
+    owner: root
+    group: root
+"""
+
+RETURN = r"""
+written:
+  description: Paths created, written, linked or removed (or that would be, in check mode).
+  returned: always
+  type: list
+  elements: str
+"""
+
+import os
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node_files import bad_paths, changes, diff_entries
+
+
+def write(module, path, text):
+    """Atomic write: a temporary file beside the target, moved over it."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".aiinfra-")
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(text.encode("utf-8"))
+    module.atomic_move(tmp, path)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "directories": {
+                "type": "list",
+                "elements": "dict",
+                "default": [],
+                "options": {"path": {"type": "path", "required": True}, "mode": {"type": "str", "default": "0755"}},
+            },
+            "files": {
+                "type": "list",
+                "elements": "dict",
+                "default": [],
+                "options": {
+                    "path": {"type": "path", "required": True},
+                    "content": {"type": "str", "required": True},
+                    "mode": {"type": "str", "default": "0644"},
+                },
+            },
+            "secret_files": {"type": "dict", "default": {}, "no_log": True},
+            "links": {"type": "dict", "default": {}},
+            "absent": {"type": "list", "elements": "str", "default": []},
+            "owner": {"type": "str"},
+            "group": {"type": "str"},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    texts = {f["path"]: f["content"] for f in p["files"]}
+    secrets = {str(k): str(v) for k, v in p["secret_files"].items()}
+    texts.update(secrets)
+    modes = {f["path"]: f["mode"] for f in p["files"]}
+    modes.update({path: "0600" for path in secrets})
+    dirs = {d["path"]: d["mode"] for d in p["directories"]}
+    links = {str(k): str(v) for k, v in p["links"].items()}
+    bad = bad_paths(list(dirs) + list(texts) + list(links) + p["absent"])
+    if bad:
+        module.fail_json(msg="node_files takes absolute paths without '..': %s" % ", ".join(map(repr, bad)))
+
+    todo = changes(list(dirs), texts, links, p["absent"])
+    changed = bool(todo["directories"] or todo["write"] or todo["links"] or todo["remove"])
+    if not module.check_mode:
+        for path in todo["directories"]:
+            os.makedirs(path, mode=0o700, exist_ok=True)
+        for path, (_old, new) in todo["write"].items():
+            write(module, path, new)
+        for path, (old, target) in todo["links"].items():
+            if old is not None or os.path.lexists(path):
+                os.unlink(path)
+            os.symlink(target, path)
+        for path in todo["remove"]:
+            os.unlink(path)
+    for path, mode in list(dirs.items()) + [(path, modes[path]) for path in texts]:
+        if os.path.exists(path):
+            changed = module.set_mode_if_different(path, mode, changed, expand=False)
+    for path in list(dirs) + list(texts) + list(links):
+        if os.path.lexists(path):
+            if p["owner"]:
+                changed = module.set_owner_if_different(path, p["owner"], changed, expand=False)
+            if p["group"]:
+                changed = module.set_group_if_different(path, p["group"], changed, expand=False)
+    written = todo["directories"] + list(todo["write"]) + list(todo["links"]) + todo["remove"]
+    result = {"changed": changed, "written": written}
+    if module._diff:
+        result["diff"] = diff_entries(todo, set(secrets))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""plugins/module_utils/node_files.py on a real directory tree."""
+
+import os
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node_files import bad_paths, changes, diff_entries
+
+
+def test_only_what_differs_is_planned(tmp_path):
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "same.yaml").write_text("a: 1\n")
+    (etc / "old.yaml").write_text("a: 1\n")
+    (etc / "gone.yaml").write_text("x\n")
+    os.symlink("/usr/local/bin/k3s", tmp_path / "kubectl")
+    os.symlink("/elsewhere", tmp_path / "crictl")
+    todo = changes(
+        [str(etc), str(tmp_path / "new-dir")],
+        {str(etc / "same.yaml"): "a: 1\n", str(etc / "old.yaml"): "a: 2\n", str(etc / "new.yaml"): "b\n"},
+        {str(tmp_path / n): "/usr/local/bin/k3s" for n in ("kubectl", "crictl", "ctr")},
+        [str(etc / "gone.yaml"), str(etc / "never.yaml")],
+    )
+    assert todo["directories"] == [str(tmp_path / "new-dir")]
+    assert todo["write"] == {str(etc / "new.yaml"): (None, "b\n"), str(etc / "old.yaml"): ("a: 1\n", "a: 2\n")}
+    assert todo["links"] == {
+        str(tmp_path / "crictl"): ("/elsewhere", "/usr/local/bin/k3s"),
+        str(tmp_path / "ctr"): (None, "/usr/local/bin/k3s"),
+    }
+    assert todo["remove"] == [str(etc / "gone.yaml")]
+
+
+def test_a_converged_tree_plans_nothing(tmp_path):
+    (tmp_path / "f").write_text("x\n")
+    os.symlink("f", tmp_path / "l")
+    assert changes(
+        [str(tmp_path)], {str(tmp_path / "f"): "x\n"}, {str(tmp_path / "l"): "f"}, [str(tmp_path / "no")]
+    ) == {
+        "directories": [],
+        "write": {},
+        "links": {},
+        "remove": [],
+    }
+
+
+def test_a_link_where_a_file_is_wanted_is_rewritten(tmp_path):
+    (tmp_path / "target").write_text("x\n")
+    os.symlink("target", tmp_path / "f")
+    assert changes([], {str(tmp_path / "f"): "x\n"}, {}, [])["write"] == {str(tmp_path / "f"): (None, "x\n")}
+
+
+def test_a_path_both_wanted_and_absent_is_kept(tmp_path):
+    (tmp_path / "f").write_text("x\n")
+    assert changes([], {str(tmp_path / "f"): "x\n"}, {}, [str(tmp_path / "f")])["remove"] == []
+
+
+def test_secret_text_never_reaches_the_diff():
+    todo = {
+        "directories": [],
+        "write": {"/etc/token": ("old-secret\n", "new-secret\n"), "/etc/config.yaml": (None, "a: 1\n")},
+        "links": {},
+        "remove": ["/etc/registries.yaml"],
+    }
+    entries = diff_entries(todo, {"/etc/token", "/etc/registries.yaml"})
+    text = repr(entries)
+    assert "secret\\n" not in text and "old-secret" not in text and "new-secret" not in text
+    token = next(e for e in entries if e["after_header"] == "/etc/token")
+    assert token["before"] != token["after"], "a changed secret must still show as changed"
+    assert next(e for e in entries if e["after_header"] == "/etc/config.yaml")["after"] == "a: 1\n"
+
+
+def test_only_absolute_paths_without_parent_steps():
+    assert bad_paths(["/etc/x", "etc/x", "/etc/../x", "", "/a/b..c"]) == ["etc/x", "/etc/../x", ""]
