@@ -26,7 +26,7 @@ def missing_packages(names, dpkg_output):
     """
     installed = set()
     for line in dpkg_output.splitlines():
-        name, _, status = line.partition("\t")
+        name, status = line.split("\t", 1) if "\t" in line else (line, "")
         if status.strip() == "install ok installed":
             installed.add(name.split(":", 1)[0])
     return [n for n in names if not PACKAGE_NAME.match(n) or n not in installed]

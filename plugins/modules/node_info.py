@@ -31,6 +31,7 @@ attributes:
     description: Reads only, in check mode as in a normal run.
   diff_mode:
     support: none
+    description: Nothing changes, so there is nothing to show.
 """
 
 EXAMPLES = r"""
