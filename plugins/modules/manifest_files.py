@@ -77,10 +77,10 @@ removed:
 """
 
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.aiinfra.k3s.plugins.module_utils.file_ops import set_attributes, write_atomic
 from ansible_collections.aiinfra.k3s.plugins.module_utils.manifest_files import bad_names, changes
 
 
@@ -108,29 +108,18 @@ def main():
     if changed and not module.check_mode:
         os.makedirs(directory, mode=0o700)
     if os.path.isdir(directory):
-        changed = module.set_mode_if_different(directory, p["directory_mode"], changed, expand=False)
-        if p["owner"]:
-            changed = module.set_owner_if_different(directory, p["owner"], changed, expand=False)
-        if p["group"]:
-            changed = module.set_group_if_different(directory, p["group"], changed, expand=False)
+        changed = set_attributes(module, directory, changed, p["directory_mode"], p["owner"], p["group"])
     diff = []
     for name, (old, new) in todo["write"].items():
         changed = True
         diff.append({"before_header": name, "after_header": name, "before": old or "", "after": new})
         if module.check_mode:
             continue
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".aiinfra-")
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(new.encode("utf-8"))
-        module.atomic_move(tmp, os.path.join(directory, name))
+        write_atomic(module, os.path.join(directory, name), new)
     for name in files:
         target = os.path.join(directory, name)
         if os.path.exists(target):
-            changed = module.set_mode_if_different(target, p["mode"], changed, expand=False)
-            if p["owner"]:
-                changed = module.set_owner_if_different(target, p["owner"], changed, expand=False)
-            if p["group"]:
-                changed = module.set_group_if_different(target, p["group"], changed, expand=False)
+            changed = set_attributes(module, target, changed, p["mode"], p["owner"], p["group"])
     for name, old in todo["remove"].items():
         changed = True
         diff.append({"before_header": name, "after_header": name, "before": old, "after": ""})

@@ -107,19 +107,11 @@ written:
 """
 
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.aiinfra.k3s.plugins.module_utils.file_ops import set_attributes, write_atomic
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node_files import bad_paths, changes, diff_entries
-
-
-def write(module, path, text):
-    """Atomic write: a temporary file beside the target, moved over it."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".aiinfra-")
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(text.encode("utf-8"))
-    module.atomic_move(tmp, path)
 
 
 def main():
@@ -167,7 +159,7 @@ def main():
         for path in todo["directories"]:
             os.makedirs(path, mode=0o700, exist_ok=True)
         for path, (_old, new) in todo["write"].items():
-            write(module, path, new)
+            write_atomic(module, path, new)
         for path, (old, target) in todo["links"].items():
             if old is not None or os.path.lexists(path):
                 os.unlink(path)
@@ -176,13 +168,10 @@ def main():
             os.unlink(path)
     for path, mode in list(dirs.items()) + [(path, modes[path]) for path in texts]:
         if os.path.exists(path):
-            changed = module.set_mode_if_different(path, mode, changed, expand=False)
-    for path in list(dirs) + list(texts) + list(links):
+            changed = set_attributes(module, path, changed, mode, p["owner"], p["group"])
+    for path in links:
         if os.path.lexists(path):
-            if p["owner"]:
-                changed = module.set_owner_if_different(path, p["owner"], changed, expand=False)
-            if p["group"]:
-                changed = module.set_group_if_different(path, p["group"], changed, expand=False)
+            changed = set_attributes(module, path, changed, None, p["owner"], p["group"])
     written = todo["directories"] + list(todo["write"]) + list(todo["links"]) + todo["remove"]
     result = {"changed": changed, "written": written}
     if module._diff:

@@ -58,10 +58,10 @@ live_changed:
 """
 
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.aiinfra.k3s.plugins.module_utils.file_ops import set_attributes, write_atomic
 from ansible_collections.aiinfra.k3s.plugins.module_utils.manifest_files import read
 from ansible_collections.aiinfra.k3s.plugins.module_utils.sysctl_settings import (
     bad_keys,
@@ -94,11 +94,7 @@ def main():
     changed = old != text or bool(live)
     if not module.check_mode:
         if old != text:
-            directory = os.path.dirname(p["path"])
-            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".aiinfra-")
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(text.encode("utf-8"))
-            module.atomic_move(tmp, p["path"])
+            write_atomic(module, p["path"], text)
         for key, (_now, want) in live.items():
             try:
                 with open(proc_path(key), "w") as handle:
@@ -106,7 +102,7 @@ def main():
             except OSError as exc:
                 module.fail_json(msg="the kernel refused %s=%s: %s" % (key, want, exc))
     if os.path.exists(p["path"]):
-        changed = module.set_mode_if_different(p["path"], "0644", changed, expand=False)
+        changed = set_attributes(module, p["path"], changed, "0644")
     result = {"changed": changed, "file_changed": old != text, "live_changed": {k: v[0] for k, v in live.items()}}
     if module._diff:
         result["diff"] = [

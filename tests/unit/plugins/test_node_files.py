@@ -1,6 +1,10 @@
 """plugins/module_utils/node_files.py on a real directory tree."""
 
+import json
 import os
+
+import pytest
+from conftest import run_module
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node_files import bad_paths, changes, diff_entries
 
@@ -69,3 +73,30 @@ def test_secret_text_never_reaches_the_diff():
 
 def test_only_absolute_paths_without_parent_steps():
     assert bad_paths(["/etc/x", "etc/x", "/etc/../x", "", "/a/b..c"]) == ["etc/x", "/etc/../x", ""]
+
+
+@pytest.mark.slow
+def test_module_converges_files_modes_and_links_then_reports_nothing(tmp_path):
+    """The module as Ansible runs it: check mode touches nothing, the run writes with the modes asked for (the
+    secret 0600), a drifted mode is put back, and a run with nothing to do reports changed=false."""
+    etc = tmp_path / "etc"
+    args = {
+        "directories": [{"path": str(etc), "mode": "0750"}],
+        "files": [{"path": str(etc / "config.yaml"), "content": "a: 1\n"}],
+        "secret_files": {str(etc / "token"): "s3cret\n"},
+        "links": {str(tmp_path / "kubectl"): "/usr/local/bin/k3s"},
+    }
+    rc, result = run_module("aiinfra.k3s.node_files", args, check=True)
+    assert rc == 0 and result["changed"] and not etc.exists()
+    rc, result = run_module("aiinfra.k3s.node_files", args)
+    assert rc == 0 and result["changed"]
+    assert (etc / "config.yaml").read_text() == "a: 1\n" and (etc / "token").read_text() == "s3cret\n"
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in (etc, etc / "config.yaml", etc / "token")}
+    assert modes == {"etc": "0o750", "config.yaml": "0o644", "token": "0o600"}
+    assert os.readlink(tmp_path / "kubectl") == "/usr/local/bin/k3s"
+    assert "s3cret" not in json.dumps(result)
+    (etc / "token").chmod(0o644)
+    rc, result = run_module("aiinfra.k3s.node_files", args)
+    assert rc == 0 and result["changed"] and oct((etc / "token").stat().st_mode & 0o777) == "0o600"
+    rc, result = run_module("aiinfra.k3s.node_files", args)
+    assert rc == 0 and not result["changed"] and result["written"] == []
