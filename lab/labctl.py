@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -238,28 +239,28 @@ def build_image(force: bool = False) -> str:
     return tag
 
 
-def lab_containers() -> dict[str, str]:
-    """Existing lab containers: name -> image."""
+def lab_containers(states: bool = False) -> dict[str, str]:
+    """Existing lab containers: name -> image (or name -> state, e.g. running, exited)."""
     proc = podman("ps", "-a", "--filter", f"label={LABEL}", "--format", "json")
-    return {c["Names"][0]: c.get("Image", "") for c in json.loads(out(proc) or "[]")}
+    field = "State" if states else "Image"
+    return {c["Names"][0]: str(c.get(field, "")) for c in json.loads(out(proc) or "[]")}
 
 
 def exec_in(name: str, script: str, timeout: float = 120) -> str:
     return out(podman("exec", name, "/bin/sh", "-c", script, timeout=timeout))
 
 
-def wait_booted(name: str) -> None:
-    deadline = time.monotonic() + BOOT_TIMEOUT_S
-    while time.monotonic() < deadline:
-        proc = podman("exec", name, "systemctl", "is-system-running", check=False, timeout=30)
-        state = out(proc)
-        if state in ("running", "degraded"):
-            return
-        time.sleep(1)
-    raise LabError(f"{name}: systemd did not reach running within {BOOT_TIMEOUT_S}s (last state {state!r})")
-
-
-PROVISION = """set -e
+# Runs in a node in one `podman exec`: waits (bounded) until systemd has booted, then makes the node reachable.
+PROVISION = """i=0
+until state=$(systemctl is-system-running 2>/dev/null); [ "$state" = running ] || [ "$state" = degraded ]; do
+  i=$((i + 1))
+  if [ "$i" -gt {boot_timeout} ]; then
+    echo "systemd did not reach running within {boot_timeout}s (last state $state)" >&2
+    exit 3
+  fi
+  sleep 1
+done
+set -e
 [ -f /etc/ssh/ssh_host_ed25519_key ] || ssh-keygen -A >/dev/null
 id -u {user} >/dev/null 2>&1 || useradd --create-home --shell /bin/bash {user}
 echo '{user} ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/90-{user}
@@ -321,7 +322,7 @@ def up(servers: int, gpu_agents: int) -> None:
         if name not in wanted or existing[name] != tag:
             podman("rm", "-f", "-t", "5", name)
             log(f"removed {name} ({'not in the wanted set' if name not in wanted else 'image recipe changed'})")
-    existing = lab_containers()
+    existing = lab_containers(states=True)
     for name, kind in wanted.items():
         if name not in existing:
             podman(
@@ -343,15 +344,16 @@ def up(servers: int, gpu_agents: int) -> None:
                 "/sbin/init",
             )
             log(f"started {name} ({kind})")
-        else:
+        elif existing[name] != "running":
             podman("start", name)
+    script = PROVISION.format(user=LAB_USER, pubkey=pubkey, boot_timeout=BOOT_TIMEOUT_S)
+    with ThreadPoolExecutor(max_workers=8) as pool:  # the nodes boot and are provisioned side by side
+        hostkeys = dict(zip(wanted, pool.map(lambda name: exec_in(name, script, timeout=BOOT_TIMEOUT_S + 60), wanted)))
+    ips = out(podman("inspect", "-f", f'{{{{(index .NetworkSettings.Networks "{NETWORK}").IPAddress}}}}', *wanted))
     nodes: dict[str, dict] = {}
-    for name, kind in wanted.items():
-        wait_booted(name)
-        hostkey = exec_in(name, PROVISION.format(user=LAB_USER, pubkey=pubkey)).splitlines()[-1]
-        hostkey = " ".join(hostkey.split()[:2])
-        ip = out(podman("inspect", "-f", f'{{{{(index .NetworkSettings.Networks "{NETWORK}").IPAddress}}}}', name))
-        nodes[name] = {"kind": kind, "ip": ip, "hostkey": hostkey}
+    for (name, kind), ip in zip(wanted.items(), ips.splitlines()):
+        hostkey = " ".join(hostkeys[name].splitlines()[-1].split()[:2])
+        nodes[name] = {"kind": kind, "ip": ip.strip(), "hostkey": hostkey}
     known = STATE_DIR / "known_hosts"
     known.write_text(known_hosts_lines(nodes))
     INVENTORY_FILE.touch(mode=0o600)

@@ -37,12 +37,8 @@ options:
     description: Mode of the files.
     type: str
     default: "0600"
-  owner:
-    description: Owner of the files; unchanged when not given.
-    type: str
-  group:
-    description: Group of the files; unchanged when not given.
-    type: str
+extends_documentation_fragment:
+  - aiinfra.k3s.ownership
 attributes:
   check_mode:
     support: full

@@ -17,19 +17,9 @@ author:
   - aiinfra.k3s developers (@aiinfra)
 options:
   directories:
-    description: Directories that must exist.
-    type: list
-    elements: dict
-    default: []
-    suboptions:
-      path:
-        description: Absolute path.
-        type: path
-        required: true
-      mode:
-        description: Mode of the directory.
-        type: str
-        default: "0755"
+    description: Absolute path of a directory that must exist to its mode (C(null) for 0755).
+    type: dict
+    default: {}
   files:
     description: Files and their wanted text.
     type: list
@@ -63,12 +53,8 @@ options:
     type: list
     elements: str
     default: []
-  owner:
-    description: Owner of every path; unchanged when not given.
-    type: str
-  group:
-    description: Group of every path; unchanged when not given.
-    type: str
+extends_documentation_fragment:
+  - aiinfra.k3s.ownership
 attributes:
   check_mode:
     support: full
@@ -82,7 +68,7 @@ EXAMPLES = r"""
 - name: Write the token, config.yaml and the unit of a K3s server
   aiinfra.k3s.node_files:
     directories:
-      - path: /etc/rancher/k3s
+      /etc/rancher/k3s: "0755"
     files:
       - path: /etc/rancher/k3s/config.yaml
         content: "{{ lookup('ansible.builtin.template', 'config.yaml.j2') }}"
@@ -117,12 +103,7 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.node_files import bad_
 def main():
     module = AnsibleModule(
         argument_spec={
-            "directories": {
-                "type": "list",
-                "elements": "dict",
-                "default": [],
-                "options": {"path": {"type": "path", "required": True}, "mode": {"type": "str", "default": "0755"}},
-            },
+            "directories": {"type": "dict", "default": {}},
             "files": {
                 "type": "list",
                 "elements": "dict",
@@ -147,7 +128,7 @@ def main():
     texts.update(secrets)
     modes = {f["path"]: f["mode"] for f in p["files"]}
     modes.update({path: "0600" for path in secrets})
-    dirs = {d["path"]: d["mode"] for d in p["directories"]}
+    dirs = {str(k): str(v or "0755") for k, v in p["directories"].items()}
     links = {str(k): str(v) for k, v in p["links"].items()}
     bad = bad_paths(list(dirs) + list(texts) + list(links) + p["absent"])
     if bad:

@@ -81,7 +81,7 @@ def test_module_converges_files_modes_and_links_then_reports_nothing(tmp_path):
     secret 0600), a drifted mode is put back, and a run with nothing to do reports changed=false."""
     etc = tmp_path / "etc"
     args = {
-        "directories": [{"path": str(etc), "mode": "0750"}],
+        "directories": {str(etc): "0750"},
         "files": [{"path": str(etc / "config.yaml"), "content": "a: 1\n"}],
         "secret_files": {str(etc / "token"): "s3cret\n"},
         "links": {str(tmp_path / "kubectl"): "/usr/local/bin/k3s"},
