@@ -36,11 +36,11 @@ _value:
   elements: dict
 """
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import autoscaling
-from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
-
 
 def autoscaler_manifests(workloads, params):
+    from ansible_collections.aiinfra.k3s.plugins.module_utils import autoscaling
+    from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
+
     return build("autoscaler_manifests", lambda: autoscaling.autoscaling_manifests(list(workloads), dict(params)))
 
 

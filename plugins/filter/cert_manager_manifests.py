@@ -29,11 +29,11 @@ _value:
   elements: dict
 """
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import edge
-from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
-
 
 def cert_manager_manifests(params):
+    from ansible_collections.aiinfra.k3s.plugins.module_utils import edge
+    from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
+
     return build("cert_manager_manifests", lambda: edge.cert_manager_manifests(dict(params)))
 
 

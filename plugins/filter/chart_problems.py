@@ -42,10 +42,10 @@ _value:
   elements: str
 """
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import serving
-
 
 def chart_problems(prefix, install_mode, chart_file, chart_sha256=""):
+    from ansible_collections.aiinfra.k3s.plugins.module_utils import serving
+
     return serving.chart_problems(prefix, install_mode, chart_file, chart_sha256)
 
 

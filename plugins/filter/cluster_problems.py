@@ -38,14 +38,14 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_check import (
-    CLUSTER_VARS,
-    check_cluster,
-    format_problems,
-)
-
 
 def cluster_problems(hostvars, hosts, defaults):
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_check import (
+        CLUSTER_VARS,
+        check_cluster,
+        format_problems,
+    )
+
     try:
         own = {h: {v: hostvars[h].get(v) for v in CLUSTER_VARS} for h in hosts}
     except Exception as exc:

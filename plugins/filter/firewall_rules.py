@@ -51,10 +51,10 @@ _value:
   type: dict
 """
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.firewall import firewall_rules as expand
-
 
 def firewall_rules(hostvars, cluster, servers, rules, admin_networks=None):
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.firewall import firewall_rules as expand
+
     return expand(hostvars, list(cluster), list(servers), list(rules or []), list(admin_networks or []))
 
 

@@ -34,11 +34,11 @@ _value:
   elements: dict
 """
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import gateway
-from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
-
 
 def gateway_manifests(routes, params):
+    from ansible_collections.aiinfra.k3s.plugins.module_utils import gateway
+    from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
+
     return build("gateway_manifests", lambda: gateway.gateway_manifests(list(routes), dict(params)))
 
 

@@ -32,11 +32,11 @@ _value:
   elements: dict
 """
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import gateway
-from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
-
 
 def gateway_secret(key, params):
+    from ansible_collections.aiinfra.k3s.plugins.module_utils import gateway
+    from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
+
     return build("gateway_secret", lambda: [gateway.gateway_secret(dict(params), key)])
 
 

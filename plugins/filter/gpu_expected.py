@@ -33,10 +33,10 @@ _value:
   type: dict
 """
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.gpu_facts import expected_from_facts
-
 
 def gpu_expected(hostvars, hosts):
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.gpu_facts import expected_from_facts
+
     facts = {}
     for host in hosts:
         if host in hostvars:

@@ -33,10 +33,10 @@ _value:
 
 from ansible.utils.display import Display
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.k3s_config import gpu_node_labels as translate
-
 
 def gpu_node_labels(labels):
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.k3s_config import gpu_node_labels as translate
+
     out, warnings = translate(dict(labels or {}))
     for warning in warnings:
         Display().deprecated(warning, version="2.0.0", collection_name="aiinfra.k3s")

@@ -29,11 +29,11 @@ _value:
   elements: str
 """
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import gpu_operator
-from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
-
 
 def gpu_operator_problems(params):
+    from ansible_collections.aiinfra.k3s.plugins.module_utils import gpu_operator
+    from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
+
     return build("gpu_operator_problems", lambda: gpu_operator.operator_problems(dict(params)))
 
 

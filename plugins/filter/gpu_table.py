@@ -35,10 +35,10 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.gpu_allocation import table
-
 
 def gpu_table(result, hardware=None):
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.gpu_allocation import table
+
     try:
         return table(result, hardware or {})
     except (KeyError, TypeError) as exc:

@@ -36,10 +36,10 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.host_kind import host_kind
-
 
 def _host_kind(facts, override="auto"):
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.host_kind import host_kind
+
     try:
         return host_kind(facts, override)
     except ValueError as exc:

@@ -45,10 +45,10 @@ _value:
   elements: str
 """
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_check import check_inventory, format_problems
-
 
 def inventory_problems(groups, server_group, agent_group, gpu_group):
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_check import check_inventory, format_problems
+
     return format_problems(check_inventory(dict(groups), server_group, agent_group, gpu_group))
 
 

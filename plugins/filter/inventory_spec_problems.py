@@ -46,8 +46,6 @@ import os
 import yaml
 from ansible.errors import AnsibleError
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import inventory_spec
-
 ROLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "roles")
 
 
@@ -81,6 +79,8 @@ def host_values(hostvars, host):
 
 
 def inventory_spec_problems(hostvars, hosts):
+    from ansible_collections.aiinfra.k3s.plugins.module_utils import inventory_spec
+
     specs = inventory_spec.merge_specs(role_specs())
     values, declared = {}, {}
     for host in hosts:

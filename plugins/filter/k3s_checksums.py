@@ -29,10 +29,10 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.k3s_release import ArtifactError, parse_sha256sum
-
 
 def k3s_checksums(text):
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.k3s_release import ArtifactError, parse_sha256sum
+
     try:
         return parse_sha256sum(text)
     except ArtifactError as exc:

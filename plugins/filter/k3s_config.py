@@ -39,10 +39,10 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.k3s_config import build_config
-
 
 def k3s_config(params, role):
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.k3s_config import build_config
+
     try:
         return build_config(role, dict(params))
     except (KeyError, ValueError) as exc:

@@ -32,10 +32,10 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.k3s_config import parse_taint
-
 
 def k8s_taints(taints):
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.k3s_config import parse_taint
+
     try:
         return [parse_taint(t) for t in taints]
     except ValueError as exc:

@@ -39,10 +39,10 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aiinfra.k3s.plugins.plugin_utils.kubeconfig import site_kubeconfig
-
 
 def kubeconfig_for_site(text, server, name):
+    from ansible_collections.aiinfra.k3s.plugins.plugin_utils.kubeconfig import site_kubeconfig
+
     try:
         return site_kubeconfig(text, server, name)
     except ValueError as exc:

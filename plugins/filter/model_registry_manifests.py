@@ -33,11 +33,11 @@ _value:
   elements: dict
 """
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import workloads
-from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
-
 
 def model_registry_manifests(capacity, params):
+    from ansible_collections.aiinfra.k3s.plugins.module_utils import workloads
+    from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
+
     return build("model_registry_manifests", lambda: workloads.model_registry_manifests(dict(capacity), dict(params)))
 
 

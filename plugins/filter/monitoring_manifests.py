@@ -29,11 +29,11 @@ _value:
   elements: dict
 """
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import monitoring
-from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
-
 
 def monitoring_manifests(params):
+    from ansible_collections.aiinfra.k3s.plugins.module_utils import monitoring
+    from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
+
     return build("monitoring_manifests", lambda: monitoring.monitoring_manifests(dict(params)))
 
 

@@ -29,11 +29,11 @@ _value:
   elements: dict
 """
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import netpol
-from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
-
 
 def network_policy_manifests(params):
+    from ansible_collections.aiinfra.k3s.plugins.module_utils import netpol
+    from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
+
     return build("network_policy_manifests", lambda: netpol.network_policies(dict(params)))
 
 

@@ -33,11 +33,11 @@ _value:
   elements: dict
 """
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import workloads
-from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
-
 
 def ngc_secrets(key, params):
+    from ansible_collections.aiinfra.k3s.plugins.module_utils import workloads
+    from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
+
     return build(
         "ngc_secrets",
         lambda: workloads.ngc_secrets(

@@ -37,11 +37,11 @@ _value:
   elements: dict
 """
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import workloads
-from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
-
 
 def nim_manifests(models, params, site):
+    from ansible_collections.aiinfra.k3s.plugins.module_utils import workloads
+    from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
+
     return build("nim_manifests", lambda: workloads.nim_manifests(list(models), dict(site), dict(params)))
 
 

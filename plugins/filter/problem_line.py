@@ -28,10 +28,10 @@ _value:
   type: str
 """
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import render
-
 
 def problem_line(problem):
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import render
+
     return render(problem)
 
 

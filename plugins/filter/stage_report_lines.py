@@ -32,10 +32,10 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.stage_report import report_lines
-
 
 def stage_report_lines(entries):
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.stage_report import report_lines
+
     try:
         return report_lines(list(entries))
     except ValueError as exc:

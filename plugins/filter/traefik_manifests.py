@@ -30,11 +30,11 @@ _value:
   elements: dict
 """
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import edge
-from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
-
 
 def traefik_manifests(params):
+    from ansible_collections.aiinfra.k3s.plugins.module_utils import edge
+    from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
+
     return build("traefik_manifests", lambda: edge.traefik_manifests(dict(params)))
 
 

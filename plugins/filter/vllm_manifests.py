@@ -39,11 +39,11 @@ _value:
   elements: dict
 """
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import workloads
-from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
-
 
 def vllm_manifests(models, params, site):
+    from ansible_collections.aiinfra.k3s.plugins.module_utils import workloads
+    from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
+
     return build("vllm_manifests", lambda: workloads.vllm_manifests(list(models), dict(site), dict(params)))
 
 

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from conftest import run_module
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import drill
+from ansible_collections.aiinfra.k3s.plugins.module_utils import drill, drill_report
 
 
 class Gateway(BaseHTTPRequestHandler):
@@ -73,14 +73,14 @@ def test_outage_mid_stream_is_measured(server):
     load.join(timeout=15)
     records = result["records"]
     assert 50 <= len(records) <= 61  # 20/s for 3 s, bounded
-    report = {p["phase"]: p for p in drill.availability(records, phases)}
+    report = {p["phase"]: p for p in drill_report.availability(records, phases)}
     assert report["baseline"]["availability"] == 100.0
     down = report["gateway-down"]
     assert down["availability"] < 50 and down["requests"] >= 10
     assert 0.5 <= down["longest_outage_s"] <= 1.5  # the server was away for 0.8 s
     assert report["recovered"]["availability"] == 100.0
     assert report["baseline"]["p95_latency_s"] < 0.5
-    assert [p["phase"] for p in drill.failing_phases(list(report.values()), 99.0)] == ["gateway-down"]
+    assert [p["phase"] for p in drill_report.failing_phases(list(report.values()), 99.0)] == ["gateway-down"]
 
 
 def test_load_is_bounded_in_count_and_time(server):
@@ -106,13 +106,13 @@ def test_load_is_bounded_in_count_and_time(server):
 )
 def test_longest_outage(oks, outage):
     records = [{"t": float(i), "latency": 0.5, "ok": ok} for i, ok in enumerate(oks)]
-    assert drill.longest_outage(records) == outage
+    assert drill_report.longest_outage(records) == outage
 
 
 def test_percentile_is_nearest_rank():
-    assert drill.percentile(list(range(1, 101)), 0.95) == 95
-    assert drill.percentile([3.0], 0.95) == 3.0
-    assert drill.percentile([], 0.95) is None
+    assert drill_report.percentile(list(range(1, 101)), 0.95) == 95
+    assert drill_report.percentile([3.0], 0.95) == 3.0
+    assert drill_report.percentile([], 0.95) is None
 
 
 def test_module_records_to_a_file_and_never_returns_the_key(server, tmp_path):
