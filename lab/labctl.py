@@ -160,7 +160,10 @@ def run(
     input_bytes: bytes | None = None,
     timeout: float | None = 600,
 ) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, input=input_bytes, capture_output=capture, timeout=timeout, check=False)
+    try:
+        proc = subprocess.run(cmd, input=input_bytes, capture_output=capture, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise LabError(f"command timed out after {timeout}s: {' '.join(cmd[:4])} ...") from exc
     if check and proc.returncode != 0:
         err = (proc.stderr or b"").decode(errors="replace").strip()
         raise LabError(f"command failed (rc={proc.returncode}): {' '.join(cmd)}\n{err}")
@@ -246,15 +249,10 @@ def lab_containers(states: bool = False) -> dict[str, str]:
     return {c["Names"][0]: str(c.get(field, "")) for c in json.loads(out(proc) or "[]")}
 
 
-def exec_in(name: str, script: str, timeout: float = 120) -> str:
-    return out(podman("exec", name, "/bin/sh", "-c", script, timeout=timeout))
-
-
 # Runs in a node in one `podman exec`: waits (bounded) until systemd has booted, then makes the node reachable.
-PROVISION = """i=0
+PROVISION = """deadline=$(( $(date +%s) + {boot_timeout} ))
 until state=$(systemctl is-system-running 2>/dev/null); [ "$state" = running ] || [ "$state" = degraded ]; do
-  i=$((i + 1))
-  if [ "$i" -gt {boot_timeout} ]; then
+  if [ "$(date +%s)" -ge "$deadline" ]; then
     echo "systemd did not reach running within {boot_timeout}s (last state $state)" >&2
     exit 3
   fi
@@ -347,13 +345,25 @@ def up(servers: int, gpu_agents: int) -> None:
         elif existing[name] != "running":
             podman("start", name)
     script = PROVISION.format(user=LAB_USER, pubkey=pubkey, boot_timeout=BOOT_TIMEOUT_S)
+
+    def provision(name: str) -> str:
+        proc = podman("exec", name, "/bin/sh", "-c", script, check=False, timeout=BOOT_TIMEOUT_S + 60)
+        if proc.returncode != 0:
+            raise LabError(f"{name}: {(proc.stderr or b'').decode(errors='replace').strip()} (rc={proc.returncode})")
+        return out(proc)
+
     with ThreadPoolExecutor(max_workers=8) as pool:  # the nodes boot and are provisioned side by side
-        hostkeys = dict(zip(wanted, pool.map(lambda name: exec_in(name, script, timeout=BOOT_TIMEOUT_S + 60), wanted)))
-    ips = out(podman("inspect", "-f", f'{{{{(index .NetworkSettings.Networks "{NETWORK}").IPAddress}}}}', *wanted))
+        hostkeys = dict(zip(wanted, pool.map(provision, wanted)))
+    inspected = json.loads(out(podman("inspect", "--format", "json", *wanted)))
+    ips = {
+        c["Name"].lstrip("/"): c["NetworkSettings"]["Networks"].get(NETWORK, {}).get("IPAddress", "") for c in inspected
+    }
     nodes: dict[str, dict] = {}
-    for (name, kind), ip in zip(wanted.items(), ips.splitlines()):
+    for name, kind in wanted.items():
+        if not ips.get(name):
+            raise LabError(f"{name} has no address on the podman network {NETWORK}: see `podman inspect {name}`")
         hostkey = " ".join(hostkeys[name].splitlines()[-1].split()[:2])
-        nodes[name] = {"kind": kind, "ip": ip.strip(), "hostkey": hostkey}
+        nodes[name] = {"kind": kind, "ip": ips[name], "hostkey": hostkey}
     known = STATE_DIR / "known_hosts"
     known.write_text(known_hosts_lines(nodes))
     INVENTORY_FILE.touch(mode=0o600)

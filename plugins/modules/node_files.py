@@ -128,7 +128,7 @@ def main():
     texts.update(secrets)
     modes = {f["path"]: f["mode"] for f in p["files"]}
     modes.update({path: "0600" for path in secrets})
-    dirs = {str(k): str(v or "0755") for k, v in p["directories"].items()}
+    dirs = {str(k): v if isinstance(v, int) else str(v or "0755") for k, v in p["directories"].items()}
     links = {str(k): str(v) for k, v in p["links"].items()}
     bad = bad_paths(list(dirs) + list(texts) + list(links) + p["absent"])
     if bad:
