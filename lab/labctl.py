@@ -242,11 +242,13 @@ def build_image(force: bool = False) -> str:
     return tag
 
 
-def lab_containers(states: bool = False) -> dict[str, str]:
-    """Existing lab containers: name -> image (or name -> state, e.g. running, exited)."""
+def lab_containers() -> dict[str, dict[str, str]]:
+    """Existing lab containers: name -> {image, state} (state as podman says it: running, exited, ...)."""
     proc = podman("ps", "-a", "--filter", f"label={LABEL}", "--format", "json")
-    field = "State" if states else "Image"
-    return {c["Names"][0]: str(c.get(field, "")) for c in json.loads(out(proc) or "[]")}
+    return {
+        c["Names"][0]: {"image": str(c.get("Image", "")), "state": str(c.get("State", ""))}
+        for c in json.loads(out(proc) or "[]")
+    }
 
 
 # Runs in a node in one `podman exec`: waits (bounded) until systemd has booted, then makes the node reachable.
@@ -317,10 +319,10 @@ def up(servers: int, gpu_agents: int) -> None:
         log(f"created podman network {NETWORK}")
     existing = lab_containers()
     for name in existing:
-        if name not in wanted or existing[name] != tag:
+        if name not in wanted or existing[name]["image"] != tag:
             podman("rm", "-f", "-t", "5", name)
             log(f"removed {name} ({'not in the wanted set' if name not in wanted else 'image recipe changed'})")
-    existing = lab_containers(states=True)
+    existing = lab_containers()
     for name, kind in wanted.items():
         if name not in existing:
             podman(
@@ -342,7 +344,7 @@ def up(servers: int, gpu_agents: int) -> None:
                 "/sbin/init",
             )
             log(f"started {name} ({kind})")
-        elif existing[name] != "running":
+        elif existing[name]["state"] != "running":
             podman("start", name)
     script = PROVISION.format(user=LAB_USER, pubkey=pubkey, boot_timeout=BOOT_TIMEOUT_S)
 
@@ -393,9 +395,8 @@ def down() -> None:
 
 
 def status() -> None:
-    for name, image in sorted(lab_containers().items()):
-        state = out(podman("inspect", "-f", "{{.State.Status}}", name))
-        print(f"{name:<14} {state:<10} {image}")
+    for name, container in sorted(lab_containers().items()):
+        print(f"{name:<14} {container['state']:<10} {container['image']}")
 
 
 def main(argv: list[str] | None = None) -> int:

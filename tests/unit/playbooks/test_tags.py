@@ -6,10 +6,9 @@ report must be loaded only when its play runs (include_role, which a tag that is
 would run its check in every play whatever --tags says and fail on the facts of a stage that did not run."""
 
 import re
-import subprocess
 
 import pytest
-from conftest import ROOT, ansible_env, tool
+from conftest import ROOT, run_playbook
 
 STAGE_TAGS = ["validate", "prereq", "k3s", "node_labels", "serving", "verify"]
 PLAY = re.compile(r"^\s+play #\d+ \(.*\): (?P<name>.*?)\tTAGS: \[(?P<tags>.*)\]$")
@@ -17,16 +16,10 @@ PLAY = re.compile(r"^\s+play #\d+ \(.*\): (?P<name>.*?)\tTAGS: \[(?P<tags>.*)\]$
 
 def listed(tag):
     """(play name, play tags, [task lines]) for each play of site.yml run with --tags tag."""
-    site, inventory = str(ROOT / "playbooks" / "site.yml"), str(ROOT / "inventories" / "example")
-    proc = subprocess.run(
-        [tool("ansible-playbook"), site, "-i", inventory, "--tags", tag, "--list-tasks"],
-        capture_output=True,
-        text=True,
-        env=ansible_env("default"),
-        cwd=ROOT,
-        timeout=300,
-        check=True,
-    )
+    proc = run_playbook(
+        "site.yml", ROOT / "inventories" / "example", callback="default", extra=["--tags", tag, "--list-tasks"]
+    )[0]
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     plays = []
     for line in proc.stdout.splitlines():
         match = PLAY.match(line)
