@@ -138,6 +138,8 @@ def render_inventory(
             lines.append(f"        {name}:")
             if group != "gpu_nodes":
                 lines.append(f"          ansible_host: {nodes[name]['ip']}")
+                # The image's interpreter, named so that no run spends a round trip per node discovering it.
+                lines.append("          ansible_python_interpreter: /usr/bin/python3")
     return "\n".join(lines) + "\n"
 
 

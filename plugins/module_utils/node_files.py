@@ -34,6 +34,11 @@ def changes(directories, files, links, absent):
     return out
 
 
+def present(paths):
+    """The paths that exist, in the order given (a link counts when its target exists)."""
+    return [p for p in paths if os.path.exists(p)]
+
+
 def bad_paths(paths):
     """Paths the module refuses: relative ones and ones with a '..' component."""
     return [p for p in paths if not p or not os.path.isabs(p) or ".." in p.split(os.sep)]

@@ -53,6 +53,14 @@ options:
     type: list
     elements: str
     default: []
+  probe:
+    description:
+      - Absolute paths the module only looks at; those that exist are returned in RV(present). Saves a C(stat) run
+        for a path the caller's next step depends on (the binary a service runs, for example).
+    type: list
+    elements: str
+    default: []
+    version_added: 0.4.0
 extends_documentation_fragment:
   - aiinfra.k3s.ownership
 attributes:
@@ -80,8 +88,16 @@ EXAMPLES = r"""
     links:
       /usr/local/bin/kubectl: /usr/local/bin/k3s
     absent: [/etc/rancher/k3s/registries.yaml]
+    probe: [/usr/local/bin/k3s]
     owner: root
     group: root
+  register: k3s_files
+
+- name: Start K3s only where its binary is installed
+  ansible.builtin.systemd_service:
+    name: k3s.service
+    state: started
+  when: "'/usr/local/bin/k3s' in k3s_files.present"
 """
 
 RETURN = r"""
@@ -90,6 +106,12 @@ written:
   returned: always
   type: list
   elements: str
+present:
+  description: The paths of O(probe) that exist (a link counts when its target exists).
+  returned: always
+  type: list
+  elements: str
+  sample: [/usr/local/bin/k3s]
 """
 
 import os
@@ -97,7 +119,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.file_ops import set_attributes, write_atomic
-from ansible_collections.aiinfra.k3s.plugins.module_utils.node_files import bad_paths, changes, diff_entries
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node_files import bad_paths, changes, diff_entries, present
 
 
 def main():
@@ -117,6 +139,7 @@ def main():
             "secret_files": {"type": "dict", "default": {}, "no_log": True},
             "links": {"type": "dict", "default": {}},
             "absent": {"type": "list", "elements": "str", "default": []},
+            "probe": {"type": "list", "elements": "str", "default": []},
             "owner": {"type": "str"},
             "group": {"type": "str"},
         },
@@ -130,7 +153,7 @@ def main():
     modes.update({path: "0600" for path in secrets})
     dirs = {str(k): v if isinstance(v, int) else str(v or "0755") for k, v in p["directories"].items()}
     links = {str(k): str(v) for k, v in p["links"].items()}
-    bad = bad_paths(list(dirs) + list(texts) + list(links) + p["absent"])
+    bad = bad_paths(list(dirs) + list(texts) + list(links) + p["absent"] + p["probe"])
     if bad:
         module.fail_json(msg="node_files takes absolute paths without '..': %s" % ", ".join(map(repr, bad)))
 
@@ -154,7 +177,7 @@ def main():
         if os.path.lexists(path):
             changed = set_attributes(module, path, changed, None, p["owner"], p["group"])
     written = todo["directories"] + list(todo["write"]) + list(todo["links"]) + todo["remove"]
-    result = {"changed": changed, "written": written}
+    result = {"changed": changed, "written": written, "present": present(p["probe"])}
     if module._diff:
         result["diff"] = diff_entries(todo, set(secrets))
     module.exit_json(**result)

@@ -70,8 +70,10 @@ def test_render_inventory_is_yaml_with_the_three_groups():
     }
     inv = yaml.safe_load(labctl.render_inventory(nodes, "/k/id", "/k/known"))
     children = inv["all"]["children"]
-    assert children["k3s_servers"]["hosts"] == {"lab-cp-1": {"ansible_host": "10.89.0.2"}}
-    assert children["k3s_agents"]["hosts"] == {"lab-gpu-1": {"ansible_host": "10.89.0.3"}}
+    python = {"ansible_python_interpreter": "/usr/bin/python3"}
+    assert children["k3s_servers"]["hosts"] == {"lab-cp-1": {"ansible_host": "10.89.0.2", **python}}
+    assert children["k3s_agents"]["hosts"] == {"lab-gpu-1": {"ansible_host": "10.89.0.3", **python}}
+    assert "ansible_python_interpreter" not in inv["all"]["vars"]  # localhost keeps the controller's venv
     assert list(children["gpu_nodes"]["hosts"]) == ["lab-gpu-1"]
     assert inv["all"]["vars"]["ansible_user"] == "ansible"
     assert "StrictHostKeyChecking=yes" in inv["all"]["vars"]["ansible_ssh_common_args"]

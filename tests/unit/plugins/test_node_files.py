@@ -6,7 +6,7 @@ import os
 import pytest
 from conftest import run_module
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.node_files import bad_paths, changes, diff_entries
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node_files import bad_paths, changes, diff_entries, present
 
 
 def test_only_what_differs_is_planned(tmp_path):
@@ -56,6 +56,14 @@ def test_a_path_both_wanted_and_absent_is_kept(tmp_path):
     assert changes([], {str(tmp_path / "f"): "x\n"}, {}, [str(tmp_path / "f")])["remove"] == []
 
 
+def test_present_names_existing_paths_in_order_and_follows_links(tmp_path):
+    (tmp_path / "k3s").write_text("")
+    os.symlink("k3s", tmp_path / "kubectl")
+    os.symlink("missing", tmp_path / "dangling")
+    paths = [str(tmp_path / n) for n in ("none", "kubectl", "dangling", "k3s")]
+    assert present(paths) == [str(tmp_path / "kubectl"), str(tmp_path / "k3s")]
+
+
 def test_secret_text_never_reaches_the_diff():
     todo = {
         "directories": [],
@@ -85,9 +93,12 @@ def test_module_converges_files_modes_and_links_then_reports_nothing(tmp_path):
         "files": [{"path": str(etc / "config.yaml"), "content": "a: 1\n"}],
         "secret_files": {str(etc / "token"): "s3cret\n"},
         "links": {str(tmp_path / "kubectl"): "/usr/local/bin/k3s"},
+        "probe": [str(tmp_path / "k3s"), str(etc)],
     }
+    (tmp_path / "k3s").write_text("")
     rc, result = run_module("aiinfra.k3s.node_files", args, check=True)
     assert rc == 0 and result["changed"] and not etc.exists()
+    assert result["present"] == [str(tmp_path / "k3s")]
     rc, result = run_module("aiinfra.k3s.node_files", args)
     assert rc == 0 and result["changed"]
     assert (etc / "config.yaml").read_text() == "a: 1\n" and (etc / "token").read_text() == "s3cret\n"
@@ -100,3 +111,4 @@ def test_module_converges_files_modes_and_links_then_reports_nothing(tmp_path):
     assert rc == 0 and result["changed"] and oct((etc / "token").stat().st_mode & 0o777) == "0o600"
     rc, result = run_module("aiinfra.k3s.node_files", args)
     assert rc == 0 and not result["changed"] and result["written"] == []
+    assert result["present"] == [str(tmp_path / "k3s"), str(etc)]
