@@ -6,6 +6,14 @@
 STATUSES = ("ran", "skipped")
 
 
+def record(entries, stage, status, detail):
+    """The report with one more entry: entries + [{stage, status, detail}] (detail stripped); the list given is not
+    changed. Raises ValueError on an empty stage name or a status not in STATUSES."""
+    if not stage or status not in STATUSES:
+        raise ValueError("a stage needs a name and a status in %s, not %r/%r" % (STATUSES, stage, status))
+    return list(entries or []) + [{"stage": stage, "status": status, "detail": (detail or "").strip()}]
+
+
 def report_lines(entries):
     """Lines 'STAGE  STATUS  detail' followed by a summary line; raises ValueError on a malformed entry."""
     lines = []

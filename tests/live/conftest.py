@@ -99,8 +99,8 @@ def stage_entries(result):
         for task in play["tasks"]:
             for host in task["hosts"].values():
                 facts = host.get("ansible_facts", {})
-                if "__stage_report_entries" in facts:
-                    entries = facts["__stage_report_entries"]
+                if "aiinfra_stage_report" in facts:
+                    entries = facts["aiinfra_stage_report"]
     return {e["stage"]: e for e in entries}
 
 

@@ -1,6 +1,9 @@
-import pytest
+"""The stage report: module_utils stage_report.py, and the aiinfra.k3s.stage_report action as a playbook runs it."""
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.stage_report import report_lines
+import pytest
+from conftest import run_playbook, write_inventory
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils.stage_report import record, report_lines
 
 
 def test_all_ran():
@@ -29,3 +32,74 @@ def test_skipped_stage_is_named_and_site_incomplete():
 def test_malformed_entry(entry):
     with pytest.raises(ValueError, match="needs a stage name and a status"):
         report_lines([entry])
+
+
+def test_record_appends_without_changing_the_report_given():
+    first = record([], "validate", "ran", "  checked \n")
+    second = record(first, "k3s_release", "skipped", "offline")
+    assert first == [{"stage": "validate", "status": "ran", "detail": "checked"}]
+    assert [e["stage"] for e in second] == ["validate", "k3s_release"] and second[1]["status"] == "skipped"
+
+
+@pytest.mark.parametrize(("stage", "status"), [("", "ran"), ("prereq", "done"), ("prereq", None)])
+def test_record_refuses_a_nameless_stage_or_unknown_status(stage, status):
+    with pytest.raises(ValueError, match="needs a name and a status"):
+        record([], stage, status, "")
+
+
+PLAYBOOK = """
+- name: Two nodes record their stages
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Record the first stage
+      aiinfra.k3s.stage_report:
+        stage: prereq
+        detail: "{{ ansible_play_hosts | length }} node(s) prepared"
+      delegate_to: localhost
+      delegate_facts: true
+      run_once: true
+    - name: Record the second stage
+      aiinfra.k3s.stage_report:
+        stage: k3s_nodes
+        status: "{{ 'skipped' }}"
+        detail: no binary
+      delegate_to: localhost
+      delegate_facts: true
+      run_once: true
+    - name: Record without keeping the report on localhost
+      aiinfra.k3s.stage_report:
+        stage: serving
+      ignore_errors: true
+    - name: Record a stage with an unknown status
+      aiinfra.k3s.stage_report:
+        stage: serving
+        status: done
+      delegate_to: localhost
+      delegate_facts: true
+      run_once: true
+      ignore_errors: true
+"""
+
+
+def test_the_action_keeps_one_report_on_localhost_in_check_mode_too(tmp_path):
+    """The action as site.yml runs it: on a play of two hosts each stage is recorded once, on localhost, in order;
+    a task that would scatter the report over the play's hosts, or gives an unknown status, fails."""
+    (tmp_path / "play.yml").write_text(PLAYBOOK)
+    inventory = write_inventory(
+        tmp_path / "inv", {"all": {"hosts": {"node-a": None, "node-b": None}, "vars": {"ansible_connection": "local"}}}
+    )
+    for check in ([], ["--check"]):
+        proc, result = run_playbook(str(tmp_path / "play.yml"), inventory, extra=check)
+        tasks = {t["task"]["name"]: t["hosts"] for t in result["plays"][0]["tasks"]}
+        report = tasks["Record the second stage"]["node-a"]["ansible_facts"]["aiinfra_stage_report"]
+        assert report == [
+            {"stage": "prereq", "status": "ran", "detail": "2 node(s) prepared"},
+            {"stage": "k3s_nodes", "status": "skipped", "detail": "no binary"},
+        ]
+        scattered = tasks["Record without keeping the report on localhost"]
+        assert all(r["failed"] and "delegate_facts: true" in r["msg"] for r in scattered.values()), scattered
+        assert "value of status must be one of: ran, skipped" in tasks["Record a stage with an unknown status"][
+            "node-a"
+        ]["msg"]
+        assert proc.returncode == 0, proc.stdout[-2000:]
