@@ -11,7 +11,7 @@ def record(entries, stage, status, detail):
     changed. Raises ValueError on an empty stage name or a status not in STATUSES."""
     if not stage or status not in STATUSES:
         raise ValueError("a stage needs a name and a status in %s, not %r/%r" % (STATUSES, stage, status))
-    return list(entries or []) + [{"stage": stage, "status": status, "detail": (detail or "").strip()}]
+    return [*(entries or []), {"stage": stage, "status": status, "detail": (detail or "").strip()}]
 
 
 def report_lines(entries):

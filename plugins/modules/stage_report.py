@@ -12,8 +12,8 @@ description:
   - Appends one entry (stage, status, detail) to the C(ansible_facts.aiinfra_stage_report) fact of C(localhost),
     which the last stage of C(site.yml) prints with the P(aiinfra.k3s.stage_report_lines#filter) filter. Nothing
     claims a stage that did not run.
-  - The task must carry C(delegate_to: localhost), C(delegate_facts: true) and C(run_once: true); the module fails
-    without them, so the report is kept in one place whatever hosts the play targets.
+  - "The task must carry C(delegate_to: localhost), C(delegate_facts: true) and C(run_once: true); the module fails
+    without them, so the report is kept in one place whatever hosts the play targets."
   - The logic is the plain function C(record) in module_utils C(stage_report.py).
 author:
   - aiinfra.k3s developers (@aiinfra)

@@ -38,6 +38,9 @@ def test_a_stage_that_is_not_selected_runs_nothing_but_argument_checks(tag):
     assert plays, "site.yml listed no play"
     skipped = [(name, tasks) for name, tags, tasks in plays if tag not in tags and "always" not in tags]
     loaded = [
-        (name, task) for name, tasks in skipped for task in tasks if ": Validating arguments against arg spec" not in task
+        (name, task)
+        for name, tasks in skipped
+        for task in tasks
+        if ": Validating arguments against arg spec" not in task
     ]
     assert loaded == [], f"--tags {tag} would run these in plays it does not select: {loaded}"

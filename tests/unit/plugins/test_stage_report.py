@@ -99,7 +99,8 @@ def test_the_action_keeps_one_report_on_localhost_in_check_mode_too(tmp_path):
         ]
         scattered = tasks["Record without keeping the report on localhost"]
         assert all(r["failed"] and "delegate_facts: true" in r["msg"] for r in scattered.values()), scattered
-        assert "value of status must be one of: ran, skipped" in tasks["Record a stage with an unknown status"][
-            "node-a"
-        ]["msg"]
+        assert (
+            "value of status must be one of: ran, skipped"
+            in tasks["Record a stage with an unknown status"]["node-a"]["msg"]
+        )
         assert proc.returncode == 0, proc.stdout[-2000:]
