@@ -320,11 +320,11 @@ def up(servers: int, gpu_agents: int) -> None:
         podman("network", "create", "--label", f"{LABEL}=1", NETWORK)
         log(f"created podman network {NETWORK}")
     existing = lab_containers()
-    for name in existing:
+    for name in list(existing):
         if name not in wanted or existing[name]["image"] != tag:
             podman("rm", "-f", "-t", "5", name)
             log(f"removed {name} ({'not in the wanted set' if name not in wanted else 'image recipe changed'})")
-    existing = lab_containers()
+            del existing[name]
     for name, kind in wanted.items():
         if name not in existing:
             podman(

@@ -39,6 +39,20 @@ def present(paths):
     return [p for p in paths if os.path.exists(p)]
 
 
+def free_space(path):
+    """The file system that holds `path`, or will hold it once created: {"mount": its mount point, "available": bytes
+    an unprivileged user may still write}, as `df --output=avail,target -B1` reports them, read at the nearest
+    existing ancestor (in check mode the path may not exist yet)."""
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    stat = os.statvfs(probe)
+    mount = probe
+    while not os.path.ismount(mount):
+        mount = os.path.dirname(mount)
+    return {"mount": mount, "available": stat.f_bavail * stat.f_frsize}
+
+
 def bad_paths(paths):
     """Paths the module refuses: relative ones and ones with a '..' component."""
     return [p for p in paths if not p or not os.path.isabs(p) or ".." in p.split(os.sep)]

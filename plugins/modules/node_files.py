@@ -61,6 +61,14 @@ options:
     elements: str
     default: []
     version_added: 0.4.0
+  free_space:
+    description:
+      - Absolute paths whose file system the module measures after converging (the nearest existing parent's in
+        check mode); returned in RV(free_space). Saves a C(df) run for a store that must have room.
+    type: list
+    elements: str
+    default: []
+    version_added: 0.4.0
 extends_documentation_fragment:
   - aiinfra.k3s.ownership
 attributes:
@@ -112,6 +120,11 @@ present:
   type: list
   elements: str
   sample: [/usr/local/bin/k3s]
+free_space:
+  description: Each path of O(free_space) to the C(mount) point of its file system and the bytes C(available) there.
+  returned: always
+  type: dict
+  sample: {/data/model-registry: {mount: /data, available: 107374182400}}
 """
 
 import os
@@ -119,7 +132,13 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.file_ops import set_attributes, write_atomic
-from ansible_collections.aiinfra.k3s.plugins.module_utils.node_files import bad_paths, changes, diff_entries, present
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node_files import (
+    bad_paths,
+    changes,
+    diff_entries,
+    free_space,
+    present,
+)
 
 
 def main():
@@ -140,6 +159,7 @@ def main():
             "links": {"type": "dict", "default": {}},
             "absent": {"type": "list", "elements": "str", "default": []},
             "probe": {"type": "list", "elements": "str", "default": []},
+            "free_space": {"type": "list", "elements": "str", "default": []},
             "owner": {"type": "str"},
             "group": {"type": "str"},
         },
@@ -153,7 +173,7 @@ def main():
     modes.update({path: "0600" for path in secrets})
     dirs = {str(k): v if isinstance(v, int) else str(v or "0755") for k, v in p["directories"].items()}
     links = {str(k): str(v) for k, v in p["links"].items()}
-    bad = bad_paths(list(dirs) + list(texts) + list(links) + p["absent"] + p["probe"])
+    bad = bad_paths(list(dirs) + list(texts) + list(links) + p["absent"] + p["probe"] + p["free_space"])
     if bad:
         module.fail_json(msg="node_files takes absolute paths without '..': %s" % ", ".join(map(repr, bad)))
 
@@ -177,7 +197,12 @@ def main():
         if os.path.lexists(path):
             changed = set_attributes(module, path, changed, None, p["owner"], p["group"])
     written = todo["directories"] + list(todo["write"]) + list(todo["links"]) + todo["remove"]
-    result = {"changed": changed, "written": written, "present": present(p["probe"])}
+    result = {
+        "changed": changed,
+        "written": written,
+        "present": present(p["probe"]),
+        "free_space": {path: free_space(path) for path in p["free_space"]},
+    }
     if module._diff:
         result["diff"] = diff_entries(todo, set(secrets))
     module.exit_json(**result)

@@ -2,11 +2,18 @@
 
 import json
 import os
+import subprocess
 
 import pytest
 from conftest import run_module
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.node_files import bad_paths, changes, diff_entries, present
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node_files import (
+    bad_paths,
+    changes,
+    diff_entries,
+    free_space,
+    present,
+)
 
 
 def test_only_what_differs_is_planned(tmp_path):
@@ -64,6 +71,17 @@ def test_present_names_existing_paths_in_order_and_follows_links(tmp_path):
     assert present(paths) == [str(tmp_path / "kubectl"), str(tmp_path / "k3s")]
 
 
+@pytest.mark.parametrize("below", ["", "not/yet/created"])
+def test_free_space_is_what_df_reports_for_the_path_or_its_nearest_parent(tmp_path, below):
+    """Compared with df itself, the tool the role used before; a path not created yet is measured at its parent."""
+    df = subprocess.run(
+        ["df", "--output=avail,target", "-B1", str(tmp_path)], capture_output=True, text=True, check=True
+    ).stdout.splitlines()[1].split()
+    got = free_space(str(tmp_path / below))
+    assert got["mount"] == df[1]
+    assert abs(got["available"] - int(df[0])) < 64 * 1024 * 1024  # other processes write meanwhile
+
+
 def test_secret_text_never_reaches_the_diff():
     todo = {
         "directories": [],
@@ -94,11 +112,13 @@ def test_module_converges_files_modes_and_links_then_reports_nothing(tmp_path):
         "secret_files": {str(etc / "token"): "s3cret\n"},
         "links": {str(tmp_path / "kubectl"): "/usr/local/bin/k3s"},
         "probe": [str(tmp_path / "k3s"), str(etc)],
+        "free_space": [str(etc)],
     }
     (tmp_path / "k3s").write_text("")
     rc, result = run_module("aiinfra.k3s.node_files", args, check=True)
     assert rc == 0 and result["changed"] and not etc.exists()
     assert result["present"] == [str(tmp_path / "k3s")]
+    assert result["free_space"][str(etc)]["available"] > 0
     rc, result = run_module("aiinfra.k3s.node_files", args)
     assert rc == 0 and result["changed"]
     assert (etc / "config.yaml").read_text() == "a: 1\n" and (etc / "token").read_text() == "s3cret\n"
