@@ -74,9 +74,13 @@ def test_present_names_existing_paths_in_order_and_follows_links(tmp_path):
 @pytest.mark.parametrize("below", ["", "not/yet/created"])
 def test_free_space_is_what_df_reports_for_the_path_or_its_nearest_parent(tmp_path, below):
     """Compared with df itself, the tool the role used before; a path not created yet is measured at its parent."""
-    df = subprocess.run(
-        ["df", "--output=avail,target", "-B1", str(tmp_path)], capture_output=True, text=True, check=True
-    ).stdout.splitlines()[1].split()
+    df = (
+        subprocess.run(
+            ["df", "--output=avail,target", "-B1", str(tmp_path)], capture_output=True, text=True, check=True
+        )
+        .stdout.splitlines()[1]
+        .split()
+    )
     got = free_space(str(tmp_path / below))
     assert got["mount"] == df[1]
     assert abs(got["available"] - int(df[0])) < 64 * 1024 * 1024  # other processes write meanwhile
