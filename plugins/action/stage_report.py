@@ -3,6 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Controller side of aiinfra.k3s.stage_report: appends one entry to the report kept as a fact of localhost."""
 
+import hashlib
+
+from ansible import constants as C
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
@@ -14,6 +17,12 @@ ARGUMENT_SPEC = {
     "status": {"type": "str", "default": "ran", "choices": list(STATUSES)},
     "detail": {"type": "str", "default": ""},
 }
+
+
+def run_id():
+    """Names this ansible-playbook run: its private temporary directory (ansible-local-<pid><random>), which the
+    forked workers share and no other run has."""
+    return hashlib.sha256(str(C.DEFAULT_LOCAL_TMP).encode()).hexdigest()[:16]
 
 
 class ActionModule(ActionBase):
@@ -34,7 +43,7 @@ class ActionModule(ActionBase):
         localhost = (task_vars.get("hostvars") or {}).get("localhost") or {}
         current = (localhost.get("ansible_facts") or {}).get(FACT) or []
         try:
-            entries = record(current, args["stage"], args["status"], args["detail"])
+            entries = record(current, args["stage"], args["status"], args["detail"], run_id())
         except ValueError as err:
             raise AnsibleActionFail(str(err)) from err
         result.update(changed=False, ansible_facts={FACT: entries}, entry=entries[-1])

@@ -13,13 +13,17 @@ def changes(directories, files, links, absent):
     """What converging the node's files takes, without touching anything.
 
     directories: paths that must be directories; files: {path: wanted text}; links: {path: target};
-    absent: paths that must not exist. Returns {"directories": [missing], "write": {path: (old text or None, new)},
+    absent: paths that must not exist. Returns {"directories": [missing ones and their missing parents, parents
+    first], "write": {path: (old text or None, new)},
     "links": {path: (old target or None, target)}, "remove": [existing paths]} (each sorted).
     """
     out = {"directories": [], "write": {}, "links": {}, "remove": []}
-    for path in sorted(set(directories)):
-        if not os.path.isdir(path):
-            out["directories"].append(path)
+    missing = set()
+    for path in set(directories):
+        while not os.path.isdir(path):  # the directory and each missing parent, as `file` creates them
+            missing.add(path)
+            path = os.path.dirname(path)
+    out["directories"] = sorted(missing)  # a parent sorts before its children
     for path, text in sorted(files.items()):
         old = None if os.path.islink(path) else read(path)
         if old != text:
@@ -37,6 +41,20 @@ def changes(directories, files, links, absent):
 def present(paths):
     """The paths that exist, in the order given (a link counts when its target exists)."""
     return [p for p in paths if os.path.exists(p)]
+
+
+def expand(path):
+    """A path as Ansible's `path` type gives it to a module: ~ and environment variables expanded."""
+    return os.path.expanduser(os.path.expandvars(path))
+
+
+def wanted_mode(path, directories):
+    """The mode a directory created by changes() gets: its own in `directories` ({path: mode}), else (a missing
+    parent) that of the wanted directory below it, as `file` gives created parents the mode asked for."""
+    if path in directories:
+        return directories[path]
+    below = sorted(d for d in directories if d.startswith(path.rstrip(os.sep) + os.sep))
+    return directories[below[0]] if below else None
 
 
 def free_space(path):

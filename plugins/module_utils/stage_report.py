@@ -6,12 +6,15 @@
 STATUSES = ("ran", "skipped")
 
 
-def record(entries, stage, status, detail):
-    """The report with one more entry: entries + [{stage, status, detail}] (detail stripped); the list given is not
-    changed. Raises ValueError on an empty stage name or a status not in STATUSES."""
+def record(entries, stage, status, detail, run):
+    """The report of this run with one more entry: the entries of run `run` + [{stage, status, detail, run}] (detail
+    stripped). Entries of another run (a persistent fact cache keeps localhost's facts between runs) are dropped,
+    so a report never shows a stage that did not run in this run. The list given is not changed. Raises ValueError
+    on an empty stage name or a status not in STATUSES."""
     if not stage or status not in STATUSES:
         raise ValueError("a stage needs a name and a status in %s, not %r/%r" % (STATUSES, stage, status))
-    return [*(entries or []), {"stage": stage, "status": status, "detail": (detail or "").strip()}]
+    kept = [e for e in entries or [] if e.get("run") == run]
+    return [*kept, {"stage": stage, "status": status, "detail": (detail or "").strip(), "run": run}]
 
 
 def report_lines(entries):

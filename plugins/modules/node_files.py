@@ -11,6 +11,8 @@ description:
   - Creates each directory of O(directories) that is missing, writes each file of O(files) and O(secret_files) whose
     content differs (atomically), points each link of O(links) at its target and removes each path of O(absent)
     that exists; then sets mode, owner and group where they differ.
+  - Like M(ansible.builtin.file), a missing parent of a directory is created with that directory's mode, owner and
+    group, and C(~) and environment variables in a path are expanded.
   - One module run instead of one file, copy or template task per path; on a node whose files are already right
     it only reads them. The logic is in module_utils C(node_files.py).
 author:
@@ -136,8 +138,10 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.node_files import (
     bad_paths,
     changes,
     diff_entries,
+    expand,
     free_space,
     present,
+    wanted_mode,
 )
 
 
@@ -167,21 +171,24 @@ def main():
     )
     p = module.params
     texts = {f["path"]: f["content"] for f in p["files"]}
-    secrets = {str(k): str(v) for k, v in p["secret_files"].items()}
+    secrets = {expand(str(k)): str(v) for k, v in p["secret_files"].items()}
     texts.update(secrets)
     modes = {f["path"]: f["mode"] for f in p["files"]}
     modes.update({path: "0600" for path in secrets})
-    dirs = {str(k): v if isinstance(v, int) else str(v or "0755") for k, v in p["directories"].items()}
-    links = {str(k): str(v) for k, v in p["links"].items()}
-    bad = bad_paths(list(dirs) + list(texts) + list(links) + p["absent"] + p["probe"] + p["free_space"])
+    dirs = {expand(str(k)): v if isinstance(v, int) else str(v or "0755") for k, v in p["directories"].items()}
+    links = {expand(str(k)): str(v) for k, v in p["links"].items()}
+    absent = [expand(path) for path in p["absent"]]
+    probe = {path: expand(path) for path in p["probe"]}
+    measure = {path: expand(path) for path in p["free_space"]}
+    bad = bad_paths(list(dirs) + list(texts) + list(links) + absent + list(probe.values()) + list(measure.values()))
     if bad:
         module.fail_json(msg="node_files takes absolute paths without '..': %s" % ", ".join(map(repr, bad)))
 
-    todo = changes(list(dirs), texts, links, p["absent"])
+    todo = changes(list(dirs), texts, links, absent)
     changed = bool(todo["directories"] or todo["write"] or todo["links"] or todo["remove"])
     if not module.check_mode:
-        for path in todo["directories"]:
-            os.makedirs(path, mode=0o700, exist_ok=True)
+        for path in todo["directories"]:  # parents first; each gets its mode and owner below
+            os.mkdir(path, 0o700)
         for path, (_old, new) in todo["write"].items():
             write_atomic(module, path, new)
         for path, (old, target) in todo["links"].items():
@@ -190,7 +197,8 @@ def main():
             os.symlink(target, path)
         for path in todo["remove"]:
             os.unlink(path)
-    for path, mode in list(dirs.items()) + [(path, modes[path]) for path in texts]:
+    created = [(path, wanted_mode(path, dirs)) for path in todo["directories"] if path not in dirs]
+    for path, mode in created + list(dirs.items()) + [(path, modes[path]) for path in texts]:
         if os.path.exists(path):
             changed = set_attributes(module, path, changed, mode, p["owner"], p["group"])
     for path in links:
@@ -200,8 +208,8 @@ def main():
     result = {
         "changed": changed,
         "written": written,
-        "present": present(p["probe"]),
-        "free_space": {path: free_space(path) for path in p["free_space"]},
+        "present": [path for path in probe if present([probe[path]])],
+        "free_space": {path: free_space(measure[path]) for path in measure},
     }
     if module._diff:
         result["diff"] = diff_entries(todo, set(secrets))

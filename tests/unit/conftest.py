@@ -52,13 +52,14 @@ def ansible_env(callback="ansible.posix.json"):
     )
 
 
-def run_playbook(name, inventory, callback="ansible.posix.json", extra=()):
-    """Run playbooks/<name> on the controller; returns the process and, with the JSON callback, its result."""
+def run_playbook(name, inventory, callback="ansible.posix.json", extra=(), env=None):
+    """Run playbooks/<name> on the controller (env: more environment variables); returns the process and, with the
+    JSON callback, its result."""
     proc = subprocess.run(
         [tool("ansible-playbook"), str(ROOT / "playbooks" / name), "-i", str(inventory), *extra],
         capture_output=True,
         text=True,
-        env=ansible_env(callback),
+        env={**ansible_env(callback), **(env or {})},
         cwd=ROOT,
         timeout=180,
         check=False,

@@ -13,6 +13,7 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.node_files import (
     diff_entries,
     free_space,
     present,
+    wanted_mode,
 )
 
 
@@ -37,6 +38,14 @@ def test_only_what_differs_is_planned(tmp_path):
         str(tmp_path / "ctr"): (None, "/usr/local/bin/k3s"),
     }
     assert todo["remove"] == [str(etc / "gone.yaml")]
+
+
+def test_missing_parents_are_planned_first_and_get_the_mode_asked_for_below_them(tmp_path):
+    deep = str(tmp_path / "a" / "b" / "c")
+    todo = changes([deep, str(tmp_path / "a" / "x")], {}, {}, [])
+    assert todo["directories"] == [str(tmp_path / n) for n in ("a", "a/b", "a/b/c", "a/x")]
+    wanted = {deep: "0750", str(tmp_path / "a" / "x"): "0700"}
+    assert [wanted_mode(d, wanted) for d in todo["directories"]] == ["0750", "0750", "0750", "0700"]
 
 
 def test_a_converged_tree_plans_nothing(tmp_path):
@@ -106,6 +115,25 @@ def test_only_absolute_paths_without_parent_steps():
 
 
 @pytest.mark.slow
+def test_module_creates_parents_like_file_whatever_the_umask_and_expands_variables(tmp_path, monkeypatch):
+    """Under umask 077 the parents the module creates still get the mode asked for (as ansible.builtin.file gives
+    them), and $VARS in a path are expanded as for a `path` option."""
+    monkeypatch.setenv("NODE_FILES_TEST_ROOT", str(tmp_path))
+    old = os.umask(0o077)
+    try:
+        rc, result = run_module(
+            "aiinfra.k3s.node_files",
+            {"directories": {"$NODE_FILES_TEST_ROOT/var/lib/store": "0755"}, "free_space": ["$NODE_FILES_TEST_ROOT"]},
+        )
+    finally:
+        os.umask(old)
+    assert rc == 0 and result["changed"], result
+    modes = {p: oct((tmp_path / p).stat().st_mode & 0o777) for p in ("var", "var/lib", "var/lib/store")}
+    assert modes == {"var": "0o755", "var/lib": "0o755", "var/lib/store": "0o755"}
+    assert result["written"] == [str(tmp_path / p) for p in ("var", "var/lib", "var/lib/store")]
+    assert list(result["free_space"]) == ["$NODE_FILES_TEST_ROOT"]  # keyed as asked
+
+
 def test_module_converges_files_modes_and_links_then_reports_nothing(tmp_path):
     """The module as Ansible runs it: check mode touches nothing, the run writes with the modes asked for (the
     secret 0600), a drifted mode is put back, and a run with nothing to do reports changed=false."""

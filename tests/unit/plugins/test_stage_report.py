@@ -35,16 +35,23 @@ def test_malformed_entry(entry):
 
 
 def test_record_appends_without_changing_the_report_given():
-    first = record([], "validate", "ran", "  checked \n")
-    second = record(first, "k3s_release", "skipped", "offline")
-    assert first == [{"stage": "validate", "status": "ran", "detail": "checked"}]
+    first = record([], "validate", "ran", "  checked \n", "run-1")
+    second = record(first, "k3s_release", "skipped", "offline", "run-1")
+    assert first == [{"stage": "validate", "status": "ran", "detail": "checked", "run": "run-1"}]
     assert [e["stage"] for e in second] == ["validate", "k3s_release"] and second[1]["status"] == "skipped"
+
+
+def test_record_drops_the_entries_of_another_run():
+    earlier = record(record([], "validate", "ran", "", "run-1"), "prereq", "ran", "3 node(s)", "run-1")
+    assert record(earlier, "prereq", "skipped", "", "run-2") == [
+        {"stage": "prereq", "status": "skipped", "detail": "", "run": "run-2"}
+    ]
 
 
 @pytest.mark.parametrize(("stage", "status"), [("", "ran"), ("prereq", "done"), ("prereq", None)])
 def test_record_refuses_a_nameless_stage_or_unknown_status(stage, status):
     with pytest.raises(ValueError, match="needs a name and a status"):
-        record([], stage, status, "")
+        record([], stage, status, "", "run-1")
 
 
 PLAYBOOK = """
@@ -84,19 +91,22 @@ PLAYBOOK = """
 
 def test_the_action_keeps_one_report_on_localhost_in_check_mode_too(tmp_path):
     """The action as site.yml runs it: on a play of two hosts each stage is recorded once, on localhost, in order;
-    a task that would scatter the report over the play's hosts, or gives an unknown status, fails."""
+    a task that would scatter the report over the play's hosts, or gives an unknown status, fails. With a fact
+    cache that outlives the run (jsonfile), the next run's report holds only its own stages."""
     (tmp_path / "play.yml").write_text(PLAYBOOK)
     inventory = write_inventory(
         tmp_path / "inv", {"all": {"hosts": {"node-a": None, "node-b": None}, "vars": {"ansible_connection": "local"}}}
     )
+    cache = {"ANSIBLE_CACHE_PLUGIN": "jsonfile", "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(tmp_path / "facts")}
     for check in ([], ["--check"]):
-        proc, result = run_playbook(str(tmp_path / "play.yml"), inventory, extra=check)
+        proc, result = run_playbook(str(tmp_path / "play.yml"), inventory, extra=check, env=cache)
         tasks = {t["task"]["name"]: t["hosts"] for t in result["plays"][0]["tasks"]}
         report = tasks["Record the second stage"]["node-a"]["ansible_facts"]["aiinfra_stage_report"]
-        assert report == [
+        assert [{k: e[k] for k in ("stage", "status", "detail")} for e in report] == [
             {"stage": "prereq", "status": "ran", "detail": "2 node(s) prepared"},
             {"stage": "k3s_nodes", "status": "skipped", "detail": "no binary"},
         ]
+        assert len({e["run"] for e in report}) == 1
         scattered = tasks["Record without keeping the report on localhost"]
         assert all(r["failed"] and "delegate_facts: true" in r["msg"] for r in scattered.values()), scattered
         assert (
@@ -104,3 +114,6 @@ def test_the_action_keeps_one_report_on_localhost_in_check_mode_too(tmp_path):
             in tasks["Record a stage with an unknown status"]["node-a"]["msg"]
         )
         assert proc.returncode == 0, proc.stdout[-2000:]
+    assert "aiinfra_stage_report" in "".join(
+        p.read_text() for p in (tmp_path / "facts").iterdir()
+    )  # the cache did keep it
