@@ -142,7 +142,8 @@ gateway: venv links $(LITELLM_VENV)/.installed ## The real LiteLLM proxy behind 
 molecule: venv links ## Molecule scenarios on lab nodes
 	$(BIN)/python lab/labctl.py image
 	export LAB_IMAGE=$$($(BIN)/python lab/labctl.py hash); \
-	for s in $(MOLECULE_SCENARIOS); do $(BIN)/molecule test -s $$s; done
+	failed=; for s in $(MOLECULE_SCENARIOS); do $(BIN)/molecule test -s $$s || failed="$$failed $$s"; done; \
+	if [ -n "$$failed" ]; then echo "[molecule] failed scenarios:$$failed" >&2; exit 1; fi
 
 test: venv links ## Everything CI runs: lint, sanity, unit, gateway, live, molecule (with each part's wall time)
 	@for t in lint sanity kube-build unit gateway live molecule; do \
