@@ -1,11 +1,13 @@
-"""Build lab/edge: Traefik's own HTTP router (request decorator and rule muxer of github.com/traefik/traefik/v3,
-the release K3s bundles) as a small loopback edge, so tests route requests through the rules we render.
+"""Build lab/edge: Traefik's own HTTP router (request decorator, rule muxer and rate limiter of
+github.com/traefik/traefik/v3, the release K3s bundles) as a small loopback edge, so tests route requests through
+the rules and the rate limit we render.
 
     edgebuild.py build    build (or find cached) the edge binary, print its path
     edgebuild.py path     print the path the current sources would use
 
 lab/edge/go.mod pins the Traefik module (a unit test keeps it equal to the Traefik of the pinned K3s, and
-carries Traefik's own replace of gorilla/mux); go.sum pins every dependency. The binary is cached under
+carries Traefik's own replace of gorilla/mux, and one of its nested dynamic/ext module by lab/edge/ext, which the
+Go proxy does not serve); go.sum pins every dependency. The binary is cached under
 .cache/edge/<traefik version>-<digest of the sources and the Go version>/edge; a second run builds nothing.
 Only the standard library is used.
 """
@@ -28,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "lab" / "edge"
 CACHE = ROOT / ".cache" / "edge"
 TRAEFIK_MODULE = "github.com/traefik/traefik/v3"
-SOURCES = ("main.go", "go.mod", "go.sum")
+SOURCES = ("main.go", "go.mod", "go.sum", "ext/go.mod", "ext/ext.go")
 
 
 class BuildError(Exception):

@@ -1,15 +1,20 @@
 // Command edge routes HTTP requests the way K3s's bundled Traefik routes an IngressRoute: Traefik's own
 // request decorator and rule muxer (github.com/traefik/traefik/v3, the version K3s bundles) decide which
-// route a request matches; a matched route strips its prefixes (Traefik's stripPrefix semantics, written
-// out here because that middleware's package pulls in a module the Go proxy does not serve) and forwards to
-// its backend. Unmatched requests get Traefik's 404. TLS, rate limits and the redirect are not part of it.
+// route a request matches; a matched route runs the rendered rateLimit Middleware through Traefik's own rate
+// limiter (pkg/middlewares/ratelimiter, sourceCriterion included), strips its prefixes (Traefik's stripPrefix
+// semantics, written out here because that middleware's package pulls in a module the Go proxy does not
+// serve) and forwards to its backend. Unmatched requests get Traefik's 404. TLS and the redirect are not part
+// of it. Traefik's nested module github.com/traefik/traefik/dynamic/ext is not served either: ./ext stands in
+// for it (upstream it holds three empty extension structs).
 //
 //	edge CONFIG.json
 //
-// CONFIG: {"listen": "127.0.0.1:PORT", "routes": [{"name", "rule", "strip_prefixes": [...], "backend": URL}]}
+// CONFIG: {"listen": "127.0.0.1:PORT", "routes": [{"name", "rule", "strip_prefixes": [...], "backend": URL,
+// "rate_limit": the Middleware's rateLimit spec (optional)}]}
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -18,6 +23,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/traefik/traefik/v3/pkg/config/dynamic"
+	"github.com/traefik/traefik/v3/pkg/middlewares/ratelimiter"
 	"github.com/traefik/traefik/v3/pkg/middlewares/requestdecorator"
 	traefikhttp "github.com/traefik/traefik/v3/pkg/muxer/http"
 )
@@ -27,6 +34,8 @@ type route struct {
 	Rule          string   `json:"rule"`
 	StripPrefixes []string `json:"strip_prefixes"`
 	Backend       string   `json:"backend"`
+	// The rendered rateLimit Middleware's spec, run by Traefik's own rate limiter before the prefix strip.
+	RateLimit *dynamic.RateLimit `json:"rate_limit,omitempty"`
 }
 
 type config struct {
@@ -78,6 +87,13 @@ func run(path string) error {
 			rw.Header().Set("X-Edge-Route", name)
 			proxy.ServeHTTP(rw, req)
 		}))
+		if r.RateLimit != nil {
+			limited, err := ratelimiter.New(context.Background(), handler, *r.RateLimit, name+"-rate-limit")
+			if err != nil {
+				return fmt.Errorf("route %s: rate limit: %w", r.Name, err)
+			}
+			handler = limited
+		}
 		if err := mux.AddRoute(r.Rule, "", traefikhttp.GetRulePriority(r.Rule), "kubernetescrd", handler); err != nil {
 			return fmt.Errorf("route %s: rule %q: %w", r.Name, r.Rule, err)
 		}

@@ -11,6 +11,15 @@ MODEL_DEFAULTS = {
     "nim": {"gpus": 1, "replicas": 2, "port": 8000},
 }
 
+# How a model server pod stops (rolling update, drain, scale-down): the Service drops it and its preStop hook
+# sleeps PRESTOP_SECONDS while the endpoints settle; then SIGTERM, after which the server finishes what is in
+# flight for at most its shutdown_timeout (vLLM --shutdown-timeout; vLLM's own default, 0, aborts every running
+# request) and exits; the kubelet kills it when terminationGracePeriodSeconds runs out, so the grace period must
+# hold the preStop sleep, the shutdown timeout and SHUTDOWN_MARGIN for the process to exit.
+PRESTOP_SECONDS = 15
+SHUTDOWN_MARGIN = 15
+SHUTDOWN_TIMEOUT = 90
+
 
 def as_int(value, default=0):
     """int(value), or default when it is not a whole number."""
@@ -35,6 +44,19 @@ def filled(server, models, default_image=None):
             entry["gpus"] = as_int(entry["tensor_parallel_size"], 1)
         else:
             entry["gpus"] = as_int(entry["gpus"], 1)
+        entry.update(drain_timing(entry))
         entry["server"] = server
         out.append(entry)
     return out
+
+
+def drain_timing(model):
+    """The model's shutdown_timeout and termination_grace_period: the one it leaves out follows from the other
+    (grace = preStop + shutdown timeout + margin); neither given, SHUTDOWN_TIMEOUT. serving_plan checks them."""
+    overhead = PRESTOP_SECONDS + SHUTDOWN_MARGIN
+    shutdown, grace = model.get("shutdown_timeout"), model.get("termination_grace_period")
+    if shutdown is None:
+        shutdown = as_int(grace, SHUTDOWN_TIMEOUT + overhead) - overhead if grace is not None else SHUTDOWN_TIMEOUT
+    if grace is None:
+        grace = as_int(shutdown, SHUTDOWN_TIMEOUT) + overhead
+    return {"shutdown_timeout": shutdown, "termination_grace_period": grace}

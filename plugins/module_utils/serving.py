@@ -146,6 +146,10 @@ def http_probe(path, port, period, failures, initial=0):
 # Pod Security "restricted" for every serving pod: a non-root user (the vLLM and LiteLLM images default to root, so
 # one is set), no privilege escalation, no capability, the runtime's seccomp profile, a read-only root file system
 # with a disk-backed /tmp (HOME points there, so caches land in it), and no service-account token.
+# No fsGroup: for a volume mounted writable at the claim level (the model store's local volumes are), the kubelet
+# would walk it at every pod start, chown every file to that group and add group write (volume.SetVolumeOwnership),
+# rewriting the weights on the host; a container mount's readOnly does not stop it. No serving pod needs it: the
+# store is world-readable (model_registry), emptyDir /tmp is world-writable, ConfigMaps and Secrets are 0644.
 RUN_AS_USER = 1000
 
 
@@ -157,7 +161,6 @@ def harden(pod_spec, container, uid=RUN_AS_USER, tmp_size="10Gi"):
         "runAsNonRoot": True,
         "runAsUser": uid,
         "runAsGroup": uid,
-        "fsGroup": uid,
         "seccompProfile": {"type": "RuntimeDefault"},
     }
     container["securityContext"] = {

@@ -6,7 +6,12 @@ GPU memory for the weights, images pinned, names unique. Plain functions; proble
 
 import math
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.models import filled
+from ansible_collections.aiinfra.k3s.plugins.module_utils.models import (
+    PRESTOP_SECONDS,
+    SHUTDOWN_MARGIN,
+    as_int,
+    filled,
+)
 from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
     image_pinned,
 )
@@ -142,6 +147,28 @@ def memory_problems(work, capacity, weights_gib):
     return problems
 
 
+def drain_problems(name, model):
+    """A model whose pods cannot finish the requests in flight when they stop (models.drain_timing): a shutdown
+    timeout of 0 (vLLM then aborts them) or a grace period that ends before the drain does."""
+    shutdown = as_int(model.get("shutdown_timeout"), -1)
+    grace = as_int(model.get("termination_grace_period"), -1)
+    if shutdown < 1:
+        return [
+            "%s: shutdown_timeout is %r: a stopping server would abort every request in flight (vLLM's 0 means "
+            "abort); give it the seconds it may take to finish them (e.g. 90), or set only termination_grace_period"
+            % (name, model.get("shutdown_timeout"))
+        ]
+    least = PRESTOP_SECONDS + shutdown + SHUTDOWN_MARGIN
+    if grace < least:
+        return [
+            "%s: termination_grace_period %r is shorter than the preStop sleep (%d s) + shutdown_timeout (%d s) + %d s "
+            "to exit: the kubelet would kill the server in the middle of its drain; raise it to %d or lower "
+            "shutdown_timeout"
+            % (name, model.get("termination_grace_period"), PRESTOP_SECONDS, shutdown, SHUTDOWN_MARGIN, least)
+        ]
+    return []
+
+
 def plan_findings(models, capacity, default_image, nim_models=(), store_paths=None, weights=None):
     """Reasons a serving plan (vLLM and NIM models) cannot work, before anything is touched: a list of
     (variable, message), the variable being the model list the problem is in.
@@ -166,6 +193,7 @@ def plan_findings(models, capacity, default_image, nim_models=(), store_paths=No
                 "image": model["image"],
                 "path": model.get("path"),
                 "model": model,
+                "drain": model,
             }
         )
     for model in nim_models:
@@ -181,6 +209,7 @@ def plan_findings(models, capacity, default_image, nim_models=(), store_paths=No
                 "image": model.get("image"),
                 "path": None,
                 "nim": True,
+                "drain": model,
             }
         )
     if not capacity:
@@ -198,6 +227,7 @@ def plan_findings(models, capacity, default_image, nim_models=(), store_paths=No
         name = work["name"]
         found = []
         found.extend(sharing_problems(work, capacity))
+        found.extend(drain_problems(name, work["drain"]))
         if work["gpus"] > 1:
             whole_wanted += work["gpus"] * work["replicas"]
         if "model" in work:

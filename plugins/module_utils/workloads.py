@@ -8,7 +8,7 @@ model store's local volumes and the NGC secrets."""
 import math
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils import json_logging
-from ansible_collections.aiinfra.k3s.plugins.module_utils.models import filled
+from ansible_collections.aiinfra.k3s.plugins.module_utils.models import PRESTOP_SECONDS, drain_timing, filled
 from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
     RUN_AS_USER,
     SERVED_NAME,
@@ -33,6 +33,36 @@ SHARED_LABEL = "nvidia.com/gpu.replicas"
 MEMORY_UTILIZATION = 0.9
 # Fraction of a model server's memory share that must stay free of weights, for activations and the KV cache.
 KV_CACHE_ROOM = 0.1
+CACHE = "/tmp/.cache"
+
+
+def runtime_env(user, hub_cache=True):
+    """The environment a model server needs to run as a uid with no passwd entry and only /tmp writable (read-only
+    root, emptyDir /tmp, HOME=/tmp). getpass.getuser() reads LOGNAME and USER before the passwd database, and vLLM
+    0.34's FlashAttention-4 (CuTe DSL) cache path and torch's vendored quack kernels call it with no fallback, so
+    both name a user. Every cache vLLM and its libraries write at start or at the first kernel build is put under
+    /tmp by its own variable (HOME alone misses the ones that default to /tmp/<user>/...). No usage reports: egress
+    is denied anyway. hub_cache: also HF_HOME (vLLM; NIM keeps its own cache layout)."""
+    env = {
+        "USER": user,
+        "LOGNAME": user,
+        "XDG_CACHE_HOME": CACHE,
+        "XDG_CONFIG_HOME": "/tmp/.config",
+        "VLLM_CACHE_ROOT": CACHE + "/vllm",
+        "TORCHINDUCTOR_CACHE_DIR": CACHE + "/torchinductor",
+        "TRITON_HOME": "/tmp",
+        "TRITON_CACHE_DIR": CACHE + "/triton",
+        "FLASH_ATTENTION_CUTE_DSL_CACHE_DIR": CACHE + "/flash-attention-cute-dsl",
+        "QUACK_CACHE_DIR": CACHE + "/quack",
+        "NUMBA_CACHE_DIR": CACHE + "/numba",
+        "FLASHINFER_WORKSPACE_BASE": "/tmp",
+        "CUDA_CACHE_PATH": CACHE + "/nv/ComputeCache",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+    }
+    if hub_cache:
+        env["HF_HOME"] = CACHE + "/huggingface"
+    return env
 
 
 def store_claim_template(store):
@@ -79,7 +109,7 @@ def gpu_workload(spec, site):
     resources["limits"]["nvidia.com/gpu"] = str(gpus)
     port = int(spec["port"])
     startup_failures = max(int(spec.get("startup_timeout", 1800)) // 10, 1)
-    grace = int(spec.get("termination_grace_period", 120))
+    grace = int(drain_timing(spec)["termination_grace_period"])
     health = dict({"startup": "/health", "ready": "/health", "live": "/health"}, **(spec.get("health") or {}))
     env = [{"name": k, "value": str(v)} for k, v in sorted((spec.get("env") or {}).items())]
     env += [
@@ -98,8 +128,9 @@ def gpu_workload(spec, site):
         "startupProbe": http_probe(health["startup"], "http", 10, startup_failures),
         "readinessProbe": http_probe(health["ready"], "http", 5, 3),
         "livenessProbe": http_probe(health["live"], "http", 15, 4),
-        # Stop taking traffic first, let in-flight requests finish, then SIGTERM.
-        "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", "sleep 15"]}}},
+        # Out of the Service's endpoints first (no new request arrives after the sleep), then SIGTERM: the server
+        # finishes what is in flight within its shutdown timeout (models.drain_timing).
+        "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", "sleep %d" % PRESTOP_SECONDS]}}},
         "volumeMounts": list(spec.get("volume_mounts") or []),
     }
     pod_spec = {
@@ -210,6 +241,9 @@ def vllm_args(model, store_mount, share=1):
         str(memory_utilization(model, share)),
         "--port",
         str(model["port"]),
+        # Finish the requests in flight on SIGTERM (vLLM's default, 0, aborts them) within the pod's grace period.
+        "--shutdown-timeout",
+        str(drain_timing(model)["shutdown_timeout"]),
     ]
     if model.get("prefix_caching", True):
         args.append("--enable-prefix-caching")
@@ -249,22 +283,22 @@ def vllm_manifests(models, site, defaults):
             "component": "vllm",
             "image": model["image"],
             "args": vllm_args(model, defaults["store_mount"], gpu_share(tp, site.get("shared_replicas"))),
-            "env": dict(
-                {
-                    "HF_HUB_OFFLINE": "1",
-                    "TRANSFORMERS_OFFLINE": "1",
-                    "VLLM_CONFIGURE_LOGGING": "1",
-                    "VLLM_LOGGING_CONFIG_PATH": LOG_DIR + "/logging.json",
-                    "PYTHONPATH": LOG_DIR,
-                },
+            "env": {
+                **runtime_env("vllm"),
+                "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1",
+                "VLLM_CONFIGURE_LOGGING": "1",
+                "VLLM_LOGGING_CONFIG_PATH": LOG_DIR + "/logging.json",
+                "PYTHONPATH": LOG_DIR,
                 **(model.get("env") or {}),
-            ),
+            },
             "port": model["port"],
             "gpus": tp,
             "replicas": model["replicas"],
             "autoscaled": model.get("autoscaled", False),
             "resources": model.get("resources", defaults["resources"]),
             "startup_timeout": model.get("startup_timeout", 1800),
+            "termination_grace_period": model["termination_grace_period"],
             "volume_mounts": [
                 {"name": "models", "mountPath": defaults["store_mount"], "readOnly": True},
                 {"name": "dshm", "mountPath": "/dev/shm"},
@@ -302,17 +336,19 @@ def nim_manifests(models, site, defaults):
             "component": "nim",
             "image": model["image"],
             "args": [],
-            "env": dict(
-                {
-                    "NIM_SERVED_MODEL_NAME": model["served_name"],
-                    "NIM_CACHE_PATH": defaults["store_mount"],
-                    "NIM_JSONL_LOGGING": "1",
-                    "NIM_LOG_LEVEL": "INFO",
-                    "NIM_SERVER_PORT": str(model["port"]),
-                    "HF_HUB_OFFLINE": "1",
-                },
+            "env": {
+                **runtime_env("nim", hub_cache=False),
+                "NIM_SERVED_MODEL_NAME": model["served_name"],
+                "NIM_CACHE_PATH": defaults["store_mount"],
+                "NIM_JSONL_LOGGING": "1",
+                "NIM_LOG_LEVEL": "INFO",
+                "NIM_SERVER_PORT": str(model["port"]),
+                "HF_HUB_OFFLINE": "1",
+                # NIM 2.x hands these to its vLLM engine (NIM_PASSTHROUGH_ARGS): finish the requests in flight on
+                # SIGTERM within the pod's grace period, as the vLLM servers do.
+                "NIM_PASSTHROUGH_ARGS": "--shutdown-timeout %d" % int(model["shutdown_timeout"]),
                 **(model.get("env") or {}),
-            ),
+            },
             # NVIDIA's air-gap mode: the cache is filled beforehand and NIM gets no NGC key unless it may download.
             "env_secrets": (
                 {"NGC_API_KEY": [defaults["ngc_secret"], "NGC_API_KEY"]} if defaults.get("download") else {}
@@ -324,6 +360,7 @@ def nim_manifests(models, site, defaults):
             "autoscaled": True,
             "resources": model.get("resources", defaults["resources"]),
             "startup_timeout": model.get("startup_timeout", 1800),
+            "termination_grace_period": model["termination_grace_period"],
             "health": {"startup": "/v1/health/ready", "ready": "/v1/health/ready", "live": "/v1/health/live"},
             # NIM for LLMs serves its Prometheus metrics under /v1 like its health endpoints.
             "metrics_path": "/v1/metrics",
