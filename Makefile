@@ -29,7 +29,7 @@ CLUSTER_INVENTORY ?= inventories/lab
 
 LITELLM_VENV := $(CACHE)/litellm-venv
 
-.PHONY: help venv links gateway crd-deps test-tools docs-check lab lab-up lab-down lab-status test lint yamllint ansible-lint ruff sanity unit molecule bench clean kube-build cluster cluster-down live charts versions
+.PHONY: help venv links gateway runtime crd-deps test-tools docs-check lab lab-up lab-down lab-status test lint yamllint ansible-lint ruff sanity unit molecule bench clean kube-build cluster cluster-down live charts versions
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -139,14 +139,18 @@ gateway: venv links $(LITELLM_VENV)/.installed ## The real LiteLLM proxy behind 
 	$(BIN)/python lab/edgebuild.py build
 	$(BIN)/pytest tests/gateway
 
+runtime: venv links ## The real vLLM package started as each rendered model server (its uid without passwd entry, read-only root)
+	$(BIN)/python lab/runtime.py install-vllm
+	$(BIN)/pytest tests/runtime
+
 molecule: venv links ## Molecule scenarios on lab nodes
 	$(BIN)/python lab/labctl.py image
 	export LAB_IMAGE=$$($(BIN)/python lab/labctl.py hash); \
 	failed=; for s in $(MOLECULE_SCENARIOS); do $(BIN)/molecule test -s $$s || failed="$$failed $$s"; done; \
 	if [ -n "$$failed" ]; then echo "[molecule] failed scenarios:$$failed" >&2; exit 1; fi
 
-test: venv links ## Everything CI runs: lint, sanity, unit, gateway, live, molecule (with each part's wall time)
-	@for t in lint sanity kube-build unit gateway live molecule; do \
+test: venv links ## Everything CI runs: lint, sanity, unit, gateway, runtime, live, molecule (with each part's wall time)
+	@for t in lint sanity kube-build unit gateway runtime live molecule; do \
 	  t0=$$(date +%s); $(MAKE) --no-print-directory $$t; echo "[time] make $$t: $$(( $$(date +%s) - t0 ))s"; \
 	done
 

@@ -16,13 +16,22 @@ proxy (`go mod download -json MODULE@VERSION`):
     with version, appVersion and the two annotations set; templates/crds.yaml concatenated from deploy/crds;
     README from its template; the rest copied).
 
-For each, the exact spec.valuesContent of the HelmChart the collection renders (playbooks/render.yml) is
+The site is rendered twice (playbooks/render.yml): as the inventory has it, and with EVERY_OPTION on top
+(extra vars that switch on each optional part of a chart's values: for the GPU Operator the mirror registry,
+time-slicing, MIG and the operator-built driver), so that a path only an option writes is checked even when
+the inventory leaves the option off; that second result is printed with the mark `[every option]`.
+For each, the exact spec.valuesContent of the HelmChart the collection renders is
   a. walked against the chart's values (unknown_value_paths): every path we set must exist in the chart's
      values.yaml, or in the properties its values.schema.json declares, or lie under a map the chart leaves
      open: a `{}` or empty (null) value in values.yaml, a schema object without declared properties or with
      additionalProperties allowed, a subchart's values under the subchart's name (walked against that
      subchart's values.yaml), and `global`, which Helm hands to every chart. Lists are leaves.
-  b. rendered with `helm template` (release = HelmChart name, namespace = targetNamespace, --kube-version =
+  b. checked against DEAD_VALUE_PATHS (dead_value_paths): paths known to have left the chart in a release the
+     pin has reached. The chart checked may be older than the pin (the @latest stand-in): a path it still
+     has can be dead in the pin, and only this list says so.
+  c. checked for tolerations lists that replace the chart's own and drop one of its entries
+     (dropped_tolerations): a list value replaces the chart's list, it does not add to it.
+  d. rendered with `helm template` (release = HelmChart name, namespace = targetNamespace, --kube-version =
      the Kubernetes version of the pinned K3s) and linted with `helm lint`; helm from lab/helmbuild.py.
 KEDA and kube-prometheus-stack are not in a Go module: the check says so and leaves them to the unit tests.
 Exit status: 0 when every chart from a Go module passed, 1 when one did not, 2 when the check could not run.
@@ -88,6 +97,37 @@ SOURCES = (
         assemble="cert-manager",
     ),
 )
+
+
+# Extra vars of the second render (see the module's docstring): every optional part of a chart's values on.
+# cert-manager's values have no optional part (edge.cert_manager_manifests writes constant values).
+EVERY_OPTION = {
+    "gpu-operator": {
+        "gpu_operator_registry": "registry.example.internal:5000",  # every component's `repository`
+        "gpu_operator_time_slicing_classes": {"shared": 2, "exclusive": 1},  # devicePlugin.config
+        "gpu_operator_time_slicing_default": "exclusive",
+        "gpu_operator_mig_strategy": "mixed",  # mig.strategy, migManager.enabled
+        "gpu_operator_driver_enabled": True,
+        "gpu_operator_service_monitor": True,
+    },
+}
+# Value paths that left a chart in a release newer than the code the Go module proxy serves, by chart:
+# (path parts, first release without it, where that is seen). A path we write that is here fails the check
+# when the pin is at or past that release, whatever the checked chart still has.
+DEAD_VALUE_PATHS = {
+    "gpu-operator": (
+        (
+            ("operator", "initContainer"),
+            "v26.3.0",
+            "left the chart's values.yaml in v26.3; the block of templates/clusterpolicy.yaml that still read it "
+            "was removed as dead in the changes released as v26.3.2",
+        ),
+    ),
+}
+# Taints whose toleration a list of ours may leave out of the chart's list, with the reason.
+OBSOLETE_TAINTS = {
+    "node-role.kubernetes.io/master": "kubeadm stopped setting this taint in Kubernetes v1.25 and K3s never set it",
+}
 
 
 class CheckError(Exception):
@@ -235,6 +275,71 @@ def prefix_path(key: str, path: str) -> str:
     return head + path if path.startswith("[") else f"{head}.{path}"
 
 
+def release_tuple(version: str) -> tuple[int, ...] | None:
+    """v26.7.1 -> (26, 7, 1); None when the version is not dotted numbers."""
+    match = re.match(r"^v?(\d+(?:\.\d+)*)$", str(version).strip())
+    return tuple(int(part) for part in match.group(1).split(".")) if match else None
+
+
+def dead_value_paths(ours: dict, dead, version: str) -> list[str]:
+    """The paths of `dead` (DEAD_VALUE_PATHS entries) that `ours` sets and that left the chart at or before
+    `version`, each with the release and the reason. A version that cannot be compared gets every entry."""
+    pinned = release_tuple(version)
+    found = []
+    for parts, removed_in, reason in dead:
+        gone = release_tuple(removed_in)
+        if pinned is not None and gone is not None and pinned < gone:
+            continue
+        node = ours
+        for part in parts:
+            node = node.get(part) if isinstance(node, dict) else None
+            if node is None:
+                break
+        if node is not None:
+            found.append(f"{format_path(parts)} (gone since {removed_in}: {reason})")
+    return found
+
+
+def dropped_tolerations(ours: dict, chart_values: dict, obsolete=None) -> list[str]:
+    """Where a `tolerations` list of ours replaces a list the chart's values hold, each of the chart's entries
+    that none of ours tolerates (same key, or an empty key with Exists; same effect or ours without one), less
+    the taints of `obsolete`. Helm replaces lists: a list of ours is the whole list, not an addition."""
+    obsolete = OBSOLETE_TAINTS if obsolete is None else obsolete
+    found: list[str] = []
+
+    def tolerates(mine: dict, theirs: dict) -> bool:
+        key_ok = mine.get("key") == theirs.get("key") or (not mine.get("key") and mine.get("operator") == "Exists")
+        effect_ok = not mine.get("effect") or mine.get("effect") == theirs.get("effect")
+        return key_ok and effect_ok
+
+    def walk(mine, theirs, prefix: tuple) -> None:
+        if not isinstance(mine, dict) or not isinstance(theirs, dict):
+            return
+        for key, value in mine.items():
+            chart_value = theirs.get(key)
+            if key == "tolerations" and isinstance(value, list) and isinstance(chart_value, list):
+                for entry in chart_value:
+                    if not isinstance(entry, dict) or entry.get("key") in obsolete:
+                        continue
+                    if not any(isinstance(m, dict) and tolerates(m, entry) for m in value):
+                        taint = f"{entry.get('key', '')}:{entry.get('effect', '')}"
+                        found.append(f"{format_path((*prefix, key))} drops the chart's toleration of {taint}")
+            else:
+                walk(value, chart_value, (*prefix, key))
+
+    walk(ours, chart_values, ())
+    return found
+
+
+def every_option_vars(charts=None) -> dict:
+    """The extra vars of the every-option render: EVERY_OPTION of the given charts (all by default) in one map."""
+    out: dict = {}
+    for chart, variables in EVERY_OPTION.items():
+        if charts is None or chart in charts:
+            out.update(variables)
+    return out
+
+
 def helm_charts(documents) -> dict[str, dict]:
     """{spec.chart: {name, namespace, targetNamespace, version, repo, valuesContent}} of the HelmChart objects."""
     found = {}
@@ -373,8 +478,9 @@ def chart_known(chart_dir: Path) -> tuple[dict, set[str]]:
 # ---------------------------------------------------------------- process boundary
 
 
-def render_helm_charts(inventory: str) -> dict[str, dict]:
-    """Render the site's manifests with playbooks/render.yml; its HelmChart objects by chart."""
+def render_helm_charts(inventory: str, extra_vars: dict | None = None) -> dict[str, dict]:
+    """Render the site's manifests with playbooks/render.yml (extra_vars on top of the inventory); its HelmChart
+    objects by chart."""
     playbook = ROOT / ".venv" / "bin" / "ansible-playbook"
     if not playbook.exists():
         playbook = Path(shutil.which("ansible-playbook") or playbook)
@@ -384,9 +490,10 @@ def render_helm_charts(inventory: str) -> dict[str, dict]:
         ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".cache" / "collections"),
         ANSIBLE_NOCOLOR="1",
     )
+    extra = ["-e", json.dumps(extra_vars)] if extra_vars else []
     with tempfile.TemporaryDirectory() as tmp:
         proc = subprocess.run(
-            [str(playbook), str(ROOT / "playbooks" / "render.yml"), "-i", inventory, "-e", f"render_dir={tmp}"],
+            [str(playbook), str(ROOT / "playbooks" / "render.yml"), "-i", inventory, "-e", f"render_dir={tmp}", *extra],
             cwd=ROOT,
             env=env,
             capture_output=True,
@@ -429,23 +536,29 @@ class ChartResult:
     unknown: list[str] = field(default_factory=list)
     details: list[str] = field(default_factory=list)
     note: str = ""
+    dead: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
 
     def line(self) -> str:
         unknown = ", ".join(self.unknown) if self.unknown else "none"
         note = f" ({self.note})" if self.note else ""
+        dead = f"; dead in the pin: {', '.join(self.dead)}" if self.dead else ""
+        dropped = f"; {', '.join(self.dropped)}" if self.dropped else ""
         return (
             f"{self.chart}: version {self.version}, source {self.source}{note}, result {self.result}, "
-            f"unknown paths: {unknown}"
+            f"unknown paths: {unknown}{dead}{dropped}"
         )
 
 
 def check_chart_dir(
     chart_dir: Path, values_text: str, release: str, namespace: str, kube: str, helm: Path, work: Path
-) -> tuple[list[str], list[str], list[str]]:
-    """(unknown paths, helm failures, helm lint warnings) of our values against one chart directory."""
+) -> tuple[list[str], list[str], list[str], list[str]]:
+    """(unknown paths, helm failures, helm lint warnings, dropped tolerations) of our values against one chart
+    directory."""
     ours = yaml.safe_load(values_text) or {}
     tree, opened = chart_known(chart_dir)
     unknown = unknown_value_paths(ours, tree, opened)
+    dropped = dropped_tolerations(ours, tree)
     values_file = work / f"{release}-values.yaml"
     values_file.write_text(values_text)  # exactly the valuesContent the HelmChart carries
     failures, warnings = [], []
@@ -463,10 +576,14 @@ def check_chart_dir(
             for line in proc.stdout.splitlines()
             if line.strip().startswith("[WARNING]")
         ]
-    return unknown, failures, warnings
+    return unknown, failures, warnings, dropped
 
 
-def check_source(source: ChartSource, rendered: dict, kube: str, helm: Path, work: Path) -> list[ChartResult]:
+def check_source(
+    source: ChartSource, rendered: dict, kube: str, helm: Path, work: Path, every: dict | None = None
+) -> list[ChartResult]:
+    """The chart's results: the pin (UNAVAILABLE when the proxy does not serve it), then the values of the
+    inventory and, when `every` (the every-option render's HelmChart) differs, those of every option."""
     version = rendered["version"]
     pinned = pinned_value((ROOT / source.defaults).read_text(), source.version_var)
     note = "" if version == pinned else f"the inventory overrides {source.version_var}={pinned}"
@@ -498,19 +615,31 @@ def check_source(source: ChartSource, rendered: dict, kube: str, helm: Path, wor
     else:
         copy_chart(module_dir, source.subdir, chart_dir)
     chart_version = (yaml.safe_load((chart_dir / "Chart.yaml").read_text()) or {}).get("version", "?")
-    unknown, failures, warnings = check_chart_dir(
-        chart_dir, rendered["valuesContent"], rendered["name"], rendered["namespace"], kube, helm, work
-    )
-    checked = ChartResult(
-        label,
-        version if label == source.chart else f"{chart_version} (chart)",
-        f"{info['Path']}@{info['Version']} {source.subdir}",
-        "FAIL" if unknown or failures else "OK",
-        unknown,
-        failures + warnings,
-        note if label == source.chart else "",
-    )
-    results.append(checked)
+    variants = [("", rendered)]
+    if every and every.get("valuesContent") != rendered["valuesContent"]:
+        variants.append((" [every option]", every))
+    for mark, values in variants:
+        unknown, failures, warnings, dropped = check_chart_dir(
+            chart_dir, values["valuesContent"], values["name"], values["namespace"], kube, helm, work
+        )
+        ours = yaml.safe_load(values["valuesContent"]) or {}
+        dead = dead_value_paths(ours, DEAD_VALUE_PATHS.get(source.chart, ()), version)
+        checked = ChartResult(
+            label + mark,
+            version if label == source.chart else f"{chart_version} (chart)",
+            f"{info['Path']}@{info['Version']} {source.subdir}",
+            "FAIL" if unknown or failures or dead or dropped else "OK",
+            unknown,
+            failures + warnings,
+            note if label == source.chart else "",
+            dead,
+            dropped,
+        )
+        if mark:
+            checked.details.insert(
+                0, "every option: " + ", ".join(f"{k}={json.dumps(v)}" for k, v in EVERY_OPTION[source.chart].items())
+            )
+        results.append(checked)
     return results
 
 
@@ -519,6 +648,11 @@ def check(inventory: str, allow_unavailable: bool = False) -> int:
     problem unless allow_unavailable (then the newest served snapshot must pass in its place, and the line
     still says UNAVAILABLE)."""
     rendered = render_helm_charts(inventory)
+    every_vars = every_option_vars({s.chart for s in SOURCES})
+    try:
+        every = render_helm_charts(inventory, every_vars) if every_vars else {}
+    except CheckError as exc:
+        raise CheckError(f"the render with every option on ({', '.join(every_vars)}) failed: {exc}") from None
     kube = kubernetes_version(pinned_value(K3S_DEFAULTS.read_text(), "k3s_version"))
     helm = helmbuild.build()
     print(f"[charts] helm {helm}; --kube-version {kube} (K3s pin); inventory {inventory}", flush=True)
@@ -529,7 +663,8 @@ def check(inventory: str, allow_unavailable: bool = False) -> int:
             if source.chart not in rendered:
                 print(f"{source.chart}: not rendered by this inventory, result SKIPPED")
                 continue
-            for result in check_source(source, rendered[source.chart], kube, helm, Path(tmp)):
+            extra = every.get(source.chart) if source.chart in EVERY_OPTION else None
+            for result in check_source(source, rendered[source.chart], kube, helm, Path(tmp), extra):
                 print(result.line())
                 for detail in result.details:
                     print("    " + detail.replace("\n", "\n    "))

@@ -5,7 +5,7 @@
 DOCUMENTATION = r"""
 name: autoscaler_manifests
 short_description: Build the autoscalers of the site plan's workloads
-version_added: 0.3.0
+version_added: 0.1.0
 description:
   - With C(engine=keda), KEDA's namespace and HelmChart, a ScaledObject on the gateway's request rate and one per
     vLLM model on its queue depth (C(vllm:num_requests_waiting)). With C(engine=hpa), a CPU

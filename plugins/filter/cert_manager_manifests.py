@@ -5,7 +5,7 @@
 DOCUMENTATION = r"""
 name: cert_manager_manifests
 short_description: Build cert-manager's HelmChart, the ClusterIssuer(s) and the Certificates
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Takes the cert_manager role's settings (with the certificates to issue) and returns cert-manager's namespace
     and HelmChart, the ClusterIssuer(s) and the Certificates.

@@ -5,7 +5,7 @@
 DOCUMENTATION = r"""
 name: chart_problems
 short_description: A role's chart install settings that cannot work
-version_added: 0.3.0
+version_added: 0.1.0
 description:
   - The install mode is online or airgap; in airgap mode the chart archive has a name and a sha256.
 options:

@@ -5,7 +5,7 @@
 DOCUMENTATION = r"""
 name: firewall_rules
 short_description: K3s firewall rules limited to the cluster's own addresses
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Expands C(prereq_firewall_rules) into one rule per allowed source. C(from=cluster) allows every node,
     C(from=servers) the server nodes, C(from=admin) every node and C(prereq_firewall_admin_networks). A node's

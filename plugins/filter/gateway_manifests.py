@@ -5,7 +5,7 @@
 DOCUMENTATION = r"""
 name: gateway_manifests
 short_description: Build the LiteLLM gateway routing to exactly the site plan's model servers
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Takes the site plan's routes and returns the gateway's ConfigMap, Deployment, Service and
     PodDisruptionBudget, routing each model to its Service.

@@ -5,7 +5,7 @@
 DOCUMENTATION = r"""
 name: gateway_secret
 short_description: Build the Secret holding the gateway's master key
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Takes the LiteLLM master key and returns its Secret.
 options:

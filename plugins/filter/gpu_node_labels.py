@@ -5,7 +5,7 @@
 DOCUMENTATION = r"""
 name: gpu_node_labels
 short_description: GPU node labels with the GPU Operator's own component names
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Returns the labels with the names earlier releases used (C(nvidia.com/gpu.deploy-gpu-feature),
     C(nvidia.com/gpu.deploy-container-engine-launcher), C(nvidia.com/gpu.deploy-dcgm)), which the GPU Operator

@@ -5,7 +5,7 @@
 DOCUMENTATION = r"""
 name: gpu_operator_manifests
 short_description: Build the NVIDIA GPU Operator's namespace, time-slicing ConfigMap and K3s HelmChart
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Takes the gpu_operator role's settings and returns the namespace, the time-slicing ConfigMap and the
     HelmChart of the NVIDIA GPU Operator (values mapped from the chart at the pinned version).

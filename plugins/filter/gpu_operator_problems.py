@@ -5,7 +5,7 @@
 DOCUMENTATION = r"""
 name: gpu_operator_problems
 short_description: GPU Operator settings that cannot work
-version_added: 0.3.0
+version_added: 0.1.0
 description:
   - MIG strategy, time-slicing classes and their default, and the chart's install mode and airgap archive.
   - The GPU hosts' classes are checked by the site plan (aiinfra.k3s.site_plan).

@@ -5,7 +5,7 @@
 DOCUMENTATION = r"""
 name: grafana_secret
 short_description: Build the Secret holding Grafana's admin password
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Takes Grafana's admin password and returns its Secret.
 options:

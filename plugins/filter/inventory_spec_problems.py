@@ -5,7 +5,7 @@
 DOCUMENTATION = r"""
 name: inventory_spec_problems
 short_description: Check every variable an inventory sets against the roles' argument specs and Kubernetes' rules
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Reads the argument specs of every role of the collection and checks each variable the inventory gives a
     host - type, choices, the keys of list-of-dict entries (unknown keys with the closest known name), and

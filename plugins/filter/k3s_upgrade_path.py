@@ -5,7 +5,7 @@
 DOCUMENTATION = r"""
 name: k3s_upgrade_path
 short_description: The steps of a K3s upgrade, and why a plan that skips a minor version is refused
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Takes the versions the nodes run (C(status.nodeInfo.kubeletVersion)) and the target C(k3s_version), and
     returns the releases to install in order. K3s and Kubernetes upgrade one minor version per step; a target

@@ -5,7 +5,7 @@
 DOCUMENTATION = r"""
 name: model_registry_manifests
 short_description: Build the model store's StorageClass and local PersistentVolumes
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Takes the GPU nodes of the site plan (C(site_plan_current.nodes)) and returns the StorageClass and
     one local PersistentVolume per GPU unit, each pinned to its node.

@@ -5,7 +5,7 @@
 DOCUMENTATION = r"""
 name: monitoring_manifests
 short_description: Build kube-prometheus-stack, the scrape targets, the rules and the dashboards
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Takes the monitoring role's settings and returns kube-prometheus-stack's namespace and HelmChart, the
     PodMonitors and ServiceMonitors, the PrometheusRule and the dashboard ConfigMaps.

@@ -5,7 +5,7 @@
 DOCUMENTATION = r"""
 name: network_policy_manifests
 short_description: Build the serving namespace's NetworkPolicies
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Takes the network_policies role's settings and returns the NetworkPolicies (default deny, then ingress
     controller to gateway, gateway to model servers, Prometheus scrapes, DNS and cert-manager's HTTP-01 solver).

@@ -5,7 +5,7 @@
 DOCUMENTATION = r"""
 name: ngc_secrets
 short_description: Build the nvcr.io pull Secret and, when NIM downloads, the NGC key Secret
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Takes the NGC API key and returns the nvcr.io image pull Secret, plus the key's Secret when C(download) is
     set.

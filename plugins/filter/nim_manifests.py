@@ -5,7 +5,7 @@
 DOCUMENTATION = r"""
 name: nim_manifests
 short_description: Build the NVIDIA NIM model servers
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Takes the nim_models list and returns, per model, a StatefulSet and a Service from the shared GPU workload
     builder, a PodDisruptionBudget and a HorizontalPodAutoscaler.

@@ -5,7 +5,7 @@
 DOCUMENTATION = r"""
 name: problem_line
 short_description: One line for a problem dict (severity, code, host, variable, problem, fix)
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Formats a problem as the checks return it, C({code, severity, host, variable, problem, fix}), as one line
     for a failure message or a warning.

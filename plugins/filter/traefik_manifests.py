@@ -5,7 +5,7 @@
 DOCUMENTATION = r"""
 name: traefik_manifests
 short_description: Build the gateway's Traefik routes
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Takes the traefik role's settings and returns the Middlewares (rate limit, prefix strip, HTTPS redirect),
     the HTTPS IngressRoute matching the public paths only, the HTTP one that redirects, and the HelmChartConfig

@@ -5,7 +5,7 @@
 DOCUMENTATION = r"""
 name: vllm_manifests
 short_description: Build the vLLM model servers (a StatefulSet and a Service per model)
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Takes the vllm_models list and returns, per model, a StatefulSet (one store claim per replica) and a Service
     built by the shared GPU workload builder (GPU limits equal to the tensor-parallel size, the GPU toleration

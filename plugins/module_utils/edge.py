@@ -43,6 +43,9 @@ def route_rule(host, prefix, paths=None):
     return rule
 
 
+RATE_LIMIT_KEY = "Authorization"
+
+
 def traefik_manifests(p):
     """Middlewares, the HTTPS IngressRoute (rate limit, prefix strip, TLS) and the HTTP one that only redirects,
     plus the HelmChartConfig that turns on JSON access logs of the bundled Traefik."""
@@ -68,6 +71,11 @@ def traefik_manifests(p):
                     "average": int(p["rate_average"]),
                     "burst": int(p["rate_burst"]),
                     "period": str(p["rate_period"]),
+                    # One budget per API key, not per client address: behind K3s's ServiceLB (externalTrafficPolicy
+                    # Cluster) Traefik sees node addresses, so an address-keyed budget is shared by every client
+                    # entering through a node. Requests without the header share one budget (the gateway refuses
+                    # them with 401 anyway).
+                    "sourceCriterion": {"requestHeaderName": RATE_LIMIT_KEY},
                 }
             },
         ),

@@ -19,6 +19,7 @@ ADMISSION_REASONS = ("UnexpectedAdmissionError", "OutOfnvidia.com/gpu", "OutOf" 
 CODES = {
     "GPU_NOT_ADVERTISED": "error",
     "GPU_CAPACITY_MISMATCH": "error",
+    "GPU_CAPACITY_UNKNOWN": "info",
     "GPU_UNHEALTHY": "warning",
     "GPU_OVERCOMMIT": "error",
     "GPU_POD_PENDING": "error",
@@ -178,16 +179,56 @@ def _label_int(labels, key):
         return None
 
 
-def expected_count(name, labels, expected, replicas):
-    """(expected capacity, physical GPUs, how it was derived) or (None, physical, reason) when unknown."""
+def mig_strategy(labels, capacity):
+    """The node's MIG strategy: GPU Feature Discovery's nvidia.com/mig.strategy label (single or mixed), else
+    mixed when it advertises nvidia.com/mig-<profile> resources, else None (no MIG)."""
+    strategy = labels.get("nvidia.com/mig.strategy")
+    if strategy in ("single", "mixed"):
+        return strategy
+    return "mixed" if any(name.startswith(MIG_PREFIX) for name in capacity or {}) else None
+
+
+def label_slices(labels):
+    """MIG devices a mixed-strategy node advertises by GFD's labels: the sum over its profiles of
+    nvidia.com/mig-<profile>.count times nvidia.com/mig-<profile>.replicas (time-slicing); None without any."""
+    total = None
+    for key in labels:
+        if not (key.startswith(MIG_PREFIX) and key.endswith(".count")):
+            continue
+        count = _label_int(labels, key)
+        if count is None:
+            continue
+        resource = key[: -len(".count")]
+        total = (total or 0) + count * max(_label_int(labels, resource + ".replicas") or 1, 1)
+    return total
+
+
+def _whole_gpus_under_mixed(labels, physical, mig_gpus):
+    """GPUs a mixed-strategy node with MIG slices advertises whole, or None when that cannot be known: the GPUs
+    not in MIG mode from the facts; none when GFD labels nvidia.com/gpu.replicas 0 (it labels the GPUs in MIG mode
+    without sharing, and a whole GPU's labels override theirs) or when the node has one GPU (the one with the
+    slices). nvidia.com/gpu.count does not tell: under mixed it counts every GPU."""
+    if mig_gpus is not None and physical is not None:
+        return max(physical - mig_gpus, 0)
+    if labels.get("nvidia.com/gpu.replicas") == "0" or physical == 1:
+        return 0
+    return None
+
+
+def expected_count(name, labels, expected, replicas, capacity=None):
+    """(expected capacity, physical GPUs, how it was derived), or (None, physical, why) when it cannot be known.
+
+    expected[name] is a physical GPU count, or gpu_facts' {physical, mig_slices, mig_gpus}. With the hardware's MIG
+    slices (gpu_facts) those give the capacity; otherwise, on a MIG node, GPU Feature Discovery's labels do: under
+    the single strategy nvidia.com/gpu.count is the MIG device count (the node advertises nvidia.com/gpu = slices),
+    under mixed nvidia.com/mig-<profile>.count each profile's. A physical count alone never gives a MIG node's."""
     entry = expected.get(name)
     if isinstance(entry, dict):
-        physical = entry.get("physical")
-        mig = entry.get("mig_slices") or 0
-        mig_gpus = entry.get("mig_gpus")
+        physical, mig, mig_gpus = entry.get("physical"), entry.get("mig_slices") or 0, entry.get("mig_gpus")
     else:
         physical, mig, mig_gpus = entry, 0, None
-    if physical is None:
+    strategy = mig_strategy(labels, capacity)
+    if physical is None and strategy != "single":  # under single the label counts MIG devices, not GPUs
         physical = _label_int(labels, "nvidia.com/gpu.count")
     if mig:
         # Mixed strategy: the MIG slices of the GPUs in MIG mode, plus the other GPUs advertised whole (each
@@ -200,11 +241,36 @@ def expected_count(name, labels, expected, replicas):
                 "%d MIG slices + %d whole GPU(s) x %d replicas" % (mig, whole, replicas),
             )
         return mig, physical, "%d MIG slices" % mig
-    mixed = sum(
-        int(v) for k, v in labels.items() if k.startswith(MIG_PREFIX) and k.endswith(".count") and str(v).isdigit()
-    )
-    if labels.get("nvidia.com/mig.strategy") == "mixed" and mixed:
-        return mixed, physical, "%d MIG slices (labels)" % mixed
+    if strategy == "single":
+        devices = _label_int(labels, "nvidia.com/gpu.count")
+        if devices is None:
+            return None, physical, "MIG single strategy without GFD's nvidia.com/gpu.count label"
+        return (
+            devices * replicas,
+            physical,
+            "%d MIG devices x %d replicas (GFD labels, single strategy)" % (devices, replicas),
+        )
+    if strategy == "mixed":
+        slices = label_slices(labels)
+        if slices is None:
+            if any(name.startswith(MIG_PREFIX) for name in capacity or {}):
+                return None, physical, "MIG slices advertised without GFD's nvidia.com/mig-<profile>.count labels"
+            # GFD labels no MIG device: every GPU is advertised whole.
+        else:
+            whole = _whole_gpus_under_mixed(labels, physical, mig_gpus)
+            if whole is None:
+                return (
+                    None,
+                    physical,
+                    "%d MIG slices (GFD labels) plus the GPUs not in MIG mode, which the labels do not count" % slices,
+                )
+            if whole:
+                return (
+                    slices + whole * replicas,
+                    physical,
+                    "%d MIG slices (GFD labels) + %d whole GPU(s) x %d replicas" % (slices, whole, replicas),
+                )
+            return slices, physical, "%d MIG slices (GFD labels)" % slices
     if physical is None:
         return None, None, "unknown"
     return physical * replicas, physical, "%d GPUs x %d replicas" % (physical, replicas)
@@ -303,6 +369,17 @@ def _gpu_pod_findings(pod, ref, node_name, gpus, taint, gpu_taint):
 def _capacity_findings(name, n, cap, alloc, exp, basis):
     """Advertised against expected, allocatable against advertised, requested against allocatable."""
     out = []
+    if cap and exp is None and mig_strategy(n["labels"], n["capacity"]):
+        out.append(
+            finding(
+                "GPU_CAPACITY_UNKNOWN",
+                name,
+                None,
+                "%s uses MIG and advertises %d GPU device(s), but how many it should cannot be known (%s), so it is "
+                "not compared: give expected_gpus its gpu_facts counts {physical, mig_slices, mig_gpus} (the gpu_verify "
+                "role does) or let GPU Feature Discovery label the node" % (name, cap, basis),
+            )
+        )
     if not cap:
         out.append(
             finding(
@@ -448,7 +525,7 @@ def analyze(
     for name in sorted(info):
         n = info[name]
         cap, alloc, req = (sum(n[k].values()) for k in ("capacity", "allocatable", "requested"))
-        exp, physical, basis = expected_count(name, n["labels"], expected, n["replicas"])
+        exp, physical, basis = expected_count(name, n["labels"], expected, n["replicas"], n["capacity"])
         free = max(alloc - req, 0)
         node_rows.append(
             {

@@ -21,11 +21,11 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
 MIG_STRATEGIES = ("none", "single", "mixed")
 # Image repositories of the chart's components: values path -> path kept under a mirror registry. Taken from the
 # chart's own values.yaml (deployments/gpu-operator, newest code the Go module proxy serves, v25.3.4) for every key
-# that has a `repository`, with the change of v25.10.0 (NVIDIA/gpu-operator#1483): the validator and the node
-# status exporter are no longer an image of their own but the operator's image (IMAGES pins the image name).
+# that has a `repository`, with two later changes: since v25.10.0 (NVIDIA/gpu-operator#1483) the validator and the
+# node status exporter are the operator's image (IMAGES pins the image name), and operator.initContainer left the
+# chart in v26.3 (no v26 template reads it; lab/charts.py's DEAD_VALUE_PATHS fails a render that writes it).
 REPOSITORIES = {
     "operator": "nvidia",
-    "operator.initContainer": "nvidia",
     "validator": "nvidia",
     "driver": "nvidia",
     "driver.manager": "nvidia/cloud-native",
@@ -47,6 +47,13 @@ REPOSITORIES = {
     "ccManager": "nvidia/cloud-native",
 }
 IMAGES = {"validator": "gpu-operator", "nodeStatusExporter": "gpu-operator"}
+# The chart's own NFD worker tolerations besides the GPU taint's (values.yaml, node-feature-discovery.worker): NFD
+# labels every node, a tainted server too. Our list replaces the chart's, so its control-plane toleration is kept
+# next to ours; its node-role.kubernetes.io/master one is not (kubeadm stopped that taint in Kubernetes v1.25, K3s
+# never set it).
+NFD_CHART_TOLERATIONS = [
+    {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "value": "", "effect": "NoSchedule"},
+]
 
 
 def mirror_values(registry):
@@ -95,30 +102,33 @@ def chart_values(params):
     """Helm values of the GPU Operator for K3s."""
     toleration = {"key": params["gpu_toleration_key"], "operator": "Exists", "effect": "NoSchedule"}
     values = {
+        # The name of the NVIDIA runtime: the operator creates the RuntimeClass and sets the toolkit's
+        # CONTAINERD_RUNTIME_CLASS from it, after toolkit.env (a CONTAINERD_RUNTIME_CLASS there is overwritten).
+        "operator": {"runtimeClass": params["runtime_class"]},
         "driver": {"enabled": bool(params["driver_enabled"])},
         "toolkit": {
             "enabled": bool(params["toolkit_enabled"]),
             # K3s runs its own containerd: its socket, and the config file K3s regenerates on every start.
             # K3s also detects the toolkit's runtime under /usr/local/nvidia/toolkit when it (re)starts and
-            # ships the nvidia RuntimeClass, so the runtime survives the regeneration.
+            # ships the nvidia RuntimeClass, so the runtime survives the regeneration. No *_SET_AS_DEFAULT: with
+            # CDI (on by default since v25.10) the operator sets NVIDIA_RUNTIME_SET_AS_DEFAULT=false, which the
+            # toolkit reads before CONTAINERD_SET_AS_DEFAULT, and GPUs reach the pods through CDI (the device
+            # plugin names CDI devices, K3s's containerd injects them) under the node's default runtime.
             "env": [
                 {"name": "CONTAINERD_CONFIG", "value": params["containerd_config"]},
                 {"name": "CONTAINERD_SOCKET", "value": params["containerd_socket"]},
-                {"name": "CONTAINERD_RUNTIME_CLASS", "value": params["runtime_class"]},
-                {"name": "CONTAINERD_SET_AS_DEFAULT", "value": "true" if params["runtime_default"] else "false"},
             ],
         },
         "devicePlugin": {"enabled": True},
         "dcgm": {"enabled": bool(params["dcgm_enabled"])},
         "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": bool(params["service_monitor"])}},
         "daemonsets": {"tolerations": [toleration]},
-        "node-feature-discovery": {"worker": {"tolerations": [toleration]}},
+        "node-feature-discovery": {"worker": {"tolerations": [*copy.deepcopy(NFD_CHART_TOLERATIONS), toleration]}},
+        # Always written: the chart's default is single. The ClusterPolicy takes none (MIG off), which the
+        # operator passes to the device plugin and GPU Feature Discovery as MIG_STRATEGY; no MIG manager then.
+        "mig": {"strategy": params["mig_strategy"]},
+        "migManager": {"enabled": params["mig_strategy"] != "none"},
     }
-    if params["mig_strategy"] != "none":
-        values["mig"] = {"strategy": params["mig_strategy"]}
-        values["migManager"] = {"enabled": True}
-    else:
-        values["migManager"] = {"enabled": False}
     if params["time_slicing_classes"]:
         values["devicePlugin"]["config"] = {
             "name": params["time_slicing_configmap"],
@@ -171,6 +181,13 @@ def gpu_operator_manifests(params):
 def operator_problems(params):
     """Settings that cannot work (the hosts' classes are the site plan's to check)."""
     problems = []
+    if params.get("runtime_default_set"):
+        problems.append(
+            "gpu_operator_runtime_default is no longer used: with CDI (on by default since GPU Operator v25.10) the "
+            "operator keeps the NVIDIA runtime from being containerd's default, and GPUs reach the pods through CDI "
+            "without it; remove the variable (a pod that needs the NVIDIA runtime itself sets runtimeClassName "
+            "to gpu_operator_runtime_class)"
+        )
     if params["mig_strategy"] not in MIG_STRATEGIES:
         problems.append(
             "gpu_operator_mig_strategy is %r: use one of %s" % (params["mig_strategy"], ", ".join(MIG_STRATEGIES))

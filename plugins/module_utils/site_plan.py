@@ -43,6 +43,7 @@ VARIABLES = (
     "nim_models",
     "nim_namespace",
     "nim_max_replicas",
+    "nim_store_read_only",
     "model_registry_seed_dir",
     "model_registry_seed_models",
     "model_registry_preseeded",
@@ -245,6 +246,19 @@ def setting_problems(values, models, secrets):
                 "vllm_models",
                 ["the gateway has no model to route to: add vllm_models or nim_models, or disable litellm"],
             )
+    if any(m["server"] == "nim" for m in models) and not _truthy(values.get("nim_store_read_only", True)):
+        # Writing needs the store to belong to the pods' user: an fsGroup would have the kubelet re-own every
+        # weight file on the host at each start (serving.harden), so the pods get none and the store stays root's.
+        add(
+            "MODEL",
+            "nim_store_read_only",
+            [
+                "nim_store_read_only is false, but the model store belongs to root and the NIM pods run as a "
+                "non-root user without fsGroup (which would have the kubelet re-own every weight file on each "
+                "start): NIM could not write to it; seed its cache into the store with model_registry and keep "
+                "nim_store_read_only true"
+            ],
+        )
     add(
         "AUTOSCALING",
         "autoscaling_gateway_max_replicas",

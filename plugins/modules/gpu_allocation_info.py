@@ -17,8 +17,15 @@ description:
   - Counts extended resources as the scheduler does, requests default to limits; an init container counts as the
     max of any single init container (plus earlier sidecars) versus the sum of app containers and sidecars;
     Succeeded and Failed pods hold no GPU; C(nvidia.com/mig-*) resources count as slices.
+  - The expected capacity of a node is its physical GPUs times C(nvidia.com/gpu.replicas) (time-slicing). On a MIG
+    node it is its MIG slices (plus, under the mixed strategy, the GPUs not in MIG mode advertised whole), from
+    the counts of M(aiinfra.k3s.gpu_facts) in O(expected_gpus), else from GPU Feature Discovery's labels
+    (C(nvidia.com/mig.strategy); under the single strategy C(nvidia.com/gpu.count), the MIG device count; under
+    mixed C(nvidia.com/mig-<profile>.count) and C(.replicas)). Where it cannot be known (a plain physical count on a
+    mixed-strategy node with several GPUs, or MIG without those labels) the node is not compared and the finding is
+    C(GPU_CAPACITY_UNKNOWN) (info), never a mismatch.
   - Finding codes (severity) are a stable contract, C(GPU_NOT_ADVERTISED) (error), C(GPU_CAPACITY_MISMATCH) (error),
-    C(GPU_UNHEALTHY) (warning), C(GPU_OVERCOMMIT) (error), C(GPU_POD_PENDING) (error),
+    C(GPU_CAPACITY_UNKNOWN) (info), C(GPU_UNHEALTHY) (warning), C(GPU_OVERCOMMIT) (error), C(GPU_POD_PENDING) (error),
     C(GPU_POD_ADMISSION_FAILED) (error), C(GPU_POD_NO_TOLERATION) (error), C(GPU_NODE_NOT_TAINTED) (warning),
     C(GPU_NODE_UNLABELED) (warning), C(NON_GPU_POD_ON_GPU_NODE) (warning), C(GPU_NODE_NOT_READY) (error),
     C(GPU_IDLE) (info).
@@ -47,8 +54,12 @@ options:
     default: 500
   expected_gpus:
     description:
-      - Node name to physical GPU count (for example from M(aiinfra.k3s.gpu_facts)), or to a mapping with
-        C(physical) and C(mig_slices). Without an entry the C(nvidia.com/gpu.count) label is used.
+      - Node name to physical GPU count, or to the counts of M(aiinfra.k3s.gpu_facts) (filter
+        C(aiinfra.k3s.gpu_expected)), a mapping with C(physical), C(mig_slices) and C(mig_gpus) (the GPUs in MIG
+        mode). Without an entry the C(nvidia.com/gpu.count) label gives the physical count (except under
+        the MIG single strategy, where it counts MIG devices).
+      - A physical count says nothing of MIG slices; on a MIG node the slices come from C(mig_slices), else from
+        GPU Feature Discovery's labels, else the node's expected capacity is unknown (C(GPU_CAPACITY_UNKNOWN)).
     type: dict
     default: {}
   gpu_node_selector:
@@ -92,6 +103,21 @@ EXAMPLES = r"""
   delegate_to: localhost
   register: gpu
 
+- name: Check GPU allocation against the GPUs nvidia-smi read on the GPU hosts (MIG slices included)
+  aiinfra.k3s.gpu_allocation_info:
+    kubeconfig: ~/.kube/aiinfra-gamorcloud.yaml
+    expected_gpus: "{{ hostvars | aiinfra.k3s.gpu_expected(groups['gpu_nodes']) }}"
+  delegate_to: localhost
+  register: gpu
+
+- name: A MIG node by hand, two GPUs of which one in MIG mode with seven slices
+  aiinfra.k3s.gpu_allocation_info:
+    kubeconfig: ~/.kube/aiinfra-gamorcloud.yaml
+    expected_gpus:
+      gx10-db4d: {physical: 2, mig_slices: 7, mig_gpus: 1}
+  delegate_to: localhost
+  register: gpu
+
 - name: Analyse a support bundle offline, never failing
   aiinfra.k3s.gpu_allocation_info:
     nodes_file: bundle/nodes.json
@@ -102,7 +128,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 nodes:
-  description: One entry per GPU node.
+  description:
+    - One entry per GPU node. C(expected) is null where the expected capacity cannot be known, C(physical) where the
+      physical GPU count is not known.
   returned: always
   type: list
   elements: dict

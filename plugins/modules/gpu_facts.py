@@ -11,8 +11,13 @@ description:
   - Runs C(nvidia-smi --query-gpu=index,uuid,name,memory.total,mig.mode.current,driver_version,pci.bus_id
     --format=csv,noheader,nounits), C(nvidia-smi -L) when MIG is enabled (MIG devices and profiles) and
     C(nvidia-smi -q) for the CUDA version, and returns them as the C(aiinfra_gpus) fact.
-  - Without nvidia-smi, or when it cannot reach the driver, the fact says so in C(status) and C(message); the
-    task fails only when O(expect_gpus) is true (a host that must have GPUs).
+  - Where the NVIDIA GPU Operator installs the driver (its C(driver.enabled)), nvidia-smi is not on the host but in
+    the operator's driver container, whose root the operator mounts on the host (C(/run/nvidia/driver)). With
+    O(driver_root) set to that root the module runs C(chroot <driver_root> nvidia-smi ...), as NVIDIA documents;
+    chroot needs root, so such a task needs C(become).
+  - Without nvidia-smi (not in PATH, not at an absolute O(nvidia_smi), not in O(driver_root)), or when it cannot
+    reach the driver, the fact says so in C(status) and C(message); the task fails only when O(expect_gpus) is true
+    (a host that must have GPUs).
 author:
   - aiinfra.k3s developers (@aiinfra)
 options:
@@ -21,9 +26,20 @@ options:
     type: bool
     default: false
   nvidia_smi:
-    description: nvidia-smi executable, looked up in PATH when not absolute.
+    description:
+      - nvidia-smi executable, looked up in PATH when not absolute.
+      - With O(driver_root), a path inside that root when absolute, else looked up in its C(/usr/bin), C(/usr/sbin),
+        C(/bin), C(/sbin), C(/usr/local/bin) and C(/usr/local/nvidia/bin).
     type: str
     default: nvidia-smi
+  driver_root:
+    description:
+      - Root of the driver container on the host, when the GPU Operator owns the driver (C(/run/nvidia/driver));
+        nvidia-smi is then run from there through chroot (needs root). Empty, the host's own nvidia-smi.
+      - A root without nvidia-smi (the operator's driver pod has not installed the driver yet) gives
+        C(no_nvidia_smi).
+    type: path
+    default: ""
 extends_documentation_fragment:
   - aiinfra.k3s.attributes.read_only
 """
@@ -32,6 +48,12 @@ EXAMPLES = r"""
 - name: Read the GPUs of the GPU nodes, failing where none can be read
   aiinfra.k3s.gpu_facts:
     expect_gpus: true
+
+- name: Read the GPUs where the GPU Operator owns the driver (nvidia-smi in its driver container)
+  aiinfra.k3s.gpu_facts:
+    driver_root: /run/nvidia/driver
+    expect_gpus: true
+  become: true
 
 - name: Physical GPU count
   ansible.builtin.debug:
@@ -46,8 +68,8 @@ ansible_facts:
   contains:
     aiinfra_gpus:
       description:
-        - C(status) (C(ok), C(no_nvidia_smi), C(no_driver), C(driver_mismatch), C(error)), C(message), C(count),
-          C(gpus) (index, uuid, name, memory_total_mib, mig_mode, driver_version, pci_bus_id), C(mig_enabled),
+        - C(status) (C(ok), C(no_nvidia_smi), C(no_driver), C(driver_mismatch), C(no_gpus), C(error)), C(message),
+          C(count), C(gpus) (index, uuid, name, memory_total_mib, mig_mode, driver_version, pci_bus_id), C(mig_enabled),
           C(mig_devices) (gpu_index, gpu_uuid, profile, index, uuid), C(mig_profiles) (profile to count),
           C(driver_version), C(cuda_version).
       type: dict
@@ -67,37 +89,19 @@ ansible_facts:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.gpu_facts import (
-    QUERY_ARGS,
     GpuFactsError,
-    build_facts,
-    classify_error,
     empty_facts,
-    parse_query,
+    nvidia_smi_argv,
+    read_gpus,
 )
 
 
 def read_facts(module):
-    smi = (
-        module.get_bin_path(module.params["nvidia_smi"])
-        if not module.params["nvidia_smi"].startswith("/")
-        else module.params["nvidia_smi"]
-    )
-    if not smi:
-        return empty_facts("no_nvidia_smi", "nvidia-smi is not installed on this host: no NVIDIA driver is present")
-    rc, out, err = module.run_command([smi, *QUERY_ARGS])
-    if rc != 0:
-        status, message = classify_error(out + "\n" + err)
-        return empty_facts(status, message)
-    list_out = header = ""
-    if any(gpu["mig_mode"] == "enabled" for gpu in parse_query(out)):
-        rc, list_out, err = module.run_command([smi, "-L"])
-        if rc != 0:
-            raise GpuFactsError("error", "nvidia-smi -L failed: %s" % (err or list_out))
-    rc, header, err = module.run_command([smi, "-q"])
-    facts = build_facts(out, list_out, header if rc == 0 else "")
-    if facts["count"] == 0:
-        facts.update(empty_facts("no_gpus", "nvidia-smi lists no GPU"))
-    return facts
+    try:
+        smi = nvidia_smi_argv(module.params["nvidia_smi"], module.params["driver_root"], module.get_bin_path)
+    except GpuFactsError as exc:
+        return empty_facts(exc.status, str(exc))
+    return read_gpus(smi, module.run_command)
 
 
 def main():
@@ -105,6 +109,7 @@ def main():
         argument_spec=dict(
             expect_gpus=dict(type="bool", default=False),
             nvidia_smi=dict(type="str", default="nvidia-smi"),
+            driver_root=dict(type="path", default=""),
         ),
         supports_check_mode=True,
     )

@@ -6,7 +6,7 @@
 DOCUMENTATION = r"""
 module: manifest_files
 short_description: Converge the manifest files of a directory in one pass
-version_added: 0.3.0
+version_added: 0.1.0
 description:
   - Writes each file of O(files) whose content differs (atomically, with O(mode), O(owner) and O(group)), and
     removes each file of O(absent) that exists, returning its content so that the objects it created can be

@@ -6,7 +6,7 @@
 DOCUMENTATION = r"""
 module: node_files
 short_description: Converge a node's configuration files, directories and links in one pass
-version_added: 0.3.0
+version_added: 0.1.0
 description:
   - Creates each directory of O(directories) that is missing, writes each file of O(files) and O(secret_files) whose
     content differs (atomically), points each link of O(links) at its target and removes each path of O(absent)
@@ -62,7 +62,7 @@ options:
     type: list
     elements: str
     default: []
-    version_added: 0.4.0
+    version_added: 0.1.0
   free_space:
     description:
       - Absolute paths whose file system the module measures after converging (the nearest existing parent's in
@@ -70,7 +70,7 @@ options:
     type: list
     elements: str
     default: []
-    version_added: 0.4.0
+    version_added: 0.1.0
 extends_documentation_fragment:
   - aiinfra.k3s.ownership
 attributes:

@@ -6,7 +6,7 @@
 DOCUMENTATION = r"""
 module: node_info
 short_description: Read what node preparation needs to know about a host, in one module run
-version_added: 0.3.0
+version_added: 0.1.0
 description:
   - Reports whether the kernel loads modules, which firewall is active (ufw, firewalld or none), which of
     O(packages) are not installed, and the state of each unit of O(units).

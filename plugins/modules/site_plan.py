@@ -6,7 +6,7 @@
 DOCUMENTATION = r"""
 module: site_plan
 short_description: Compute the site plan of the inventory (what the serving stack becomes) on the controller
-version_added: 0.3.0
+version_added: 0.1.0
 description:
   - Runs on the controller only (an action plugin); it touches no host.
   - Reads the inventory's value of each variable the plan needs, or the owning role's default when the

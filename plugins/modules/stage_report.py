@@ -6,7 +6,7 @@
 DOCUMENTATION = r"""
 module: stage_report
 short_description: Record the outcome of a site.yml stage in the stage report on the controller
-version_added: 0.4.0
+version_added: 0.1.0
 description:
   - Runs on the controller only (an action plugin); it touches no host.
   - Appends one entry (stage, status, detail) to the C(ansible_facts.aiinfra_stage_report) fact of C(localhost),

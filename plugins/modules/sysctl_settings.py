@@ -6,7 +6,7 @@
 DOCUMENTATION = r"""
 module: sysctl_settings
 short_description: Set kernel parameters, persistent and live, in one pass
-version_added: 0.3.0
+version_added: 0.1.0
 description:
   - Writes O(path) (one C(key=value) line per parameter, sorted) when its text differs, and writes each live value
     under C(/proc/sys) that differs from the wanted one.

@@ -1,17 +1,20 @@
 """The gateway as clients and Prometheus meet it: the real LiteLLM proxy (PyPI, the release the image pins;
 `make gateway` installs it) started with the config and the container arguments and environment that
-render.yml writes, behind Traefik's own router (lab/edge, built from the Traefik module K3s bundles) loaded
-with the rendered IngressRoute rule and strip-prefix Middleware.
+render.yml writes, as the pod runs it (lab/runtime.py: the rendered uid without a passwd entry, a read-only
+root with only /tmp writable, the config ConfigMap mounted read-only where the pod mounts it), behind Traefik's
+own router and rate limiter (lab/edge, built from the Traefik module K3s bundles) loaded with the rendered
+IngressRoute rule and its rate-limit and strip-prefix Middlewares.
 
 Simulated, and named so: the model servers are stand-in backends on loopback (an OpenAI-compatible
 /v1/chat/completions that answers with the model name it was asked for), and the rendered api_base of each
-model is pointed at its stand-in instead of the cluster Service (the one change to the config). TLS, the rate
-limit and the network policies are not part of this test (the live tests apply the policies).
+model is pointed at its stand-in instead of the cluster Service (the one change to the config); LiteLLM
+listens on a free loopback port instead of the container port. The rate limit is also run by a second edge
+whose rendered rateLimit has its average and burst lowered, so that a bounded loop reaches it. TLS and the
+network policies are not part of this test (the live tests apply the policies).
 """
 
 import importlib.util
 import json
-import os
 import secrets
 import socket
 import subprocess
@@ -29,6 +32,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "lab"))
 import edgebuild  # noqa: E402
+import runtime  # noqa: E402
 
 # The unit tests' helpers (running playbooks with the working tree's collection, writing a site inventory).
 _spec = importlib.util.spec_from_file_location("unit_helpers", ROOT / "tests" / "unit" / "conftest.py")
@@ -61,6 +65,8 @@ ADMIN = [
     ("GET", "/v1/chat/completions/../../key/list"),
 ]
 DEADLINE = 120  # seconds for a process to answer
+# The throttled edge's rate limit: the rendered one (its sourceCriterion) with this average and burst per second.
+THROTTLED = {"average": 2, "burst": 3}
 
 
 def free_port():
@@ -195,52 +201,83 @@ def gateway(request, tmp_path_factory):
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
         entry["litellm_params"]["api_base"] = "http://127.0.0.1:%d/v1" % server.server_address[1]
-    config_file = tmp / "config.yaml"
-    config_file.write_text(yaml.safe_dump(config))
+    # The config ConfigMap, mounted read-only where the pod mounts it (the rendered --config path is kept).
+    pod = deployment["spec"]["template"]["spec"]
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "config"]
+    assert mount.get("readOnly") and {"name": "config", "configMap": {"name": name + "-config"}} in pod["volumes"]
+    config_dir = tmp / "config"
+    config_dir.mkdir()
+    (config_dir / "config.yaml").write_text(yaml.safe_dump(config))
 
-    # LiteLLM with the container's arguments and environment (config path and port taken over for loopback).
+    # LiteLLM with the container's arguments and environment, as the pod's user on a read-only root (port taken
+    # over for loopback).
     port = free_port()
     args = list(container["args"])
-    args[args.index("--config") + 1] = str(config_file)
+    assert args[args.index("--config") + 1] == mount["mountPath"] + "/config.yaml"
     args[args.index("--port") + 1] = str(port)
     master_key = "sk-" + secrets.token_hex(24)
     env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
     assert [e["name"] for e in container["env"] if "valueFrom" in e] == ["LITELLM_MASTER_KEY"]
-    env.update(LITELLM_MASTER_KEY=master_key, PATH=os.environ["PATH"], HOME=str(tmp))
+    env.update(LITELLM_MASTER_KEY=master_key, PATH="%s:/usr/bin:/bin" % LITELLM.parent)
+    uid = pod["securityContext"]["runAsUser"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True and uid > 0
     log = open(tmp / "litellm.log", "w")  # noqa: SIM115 (closed at teardown)
-    litellm = subprocess.Popen([str(LITELLM), *args], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp)
+    litellm_cm = runtime.sandbox(
+        [str(LITELLM.resolve()), *args],
+        env,
+        uid,
+        LITELLM.parent.parent,
+        [(config_dir, mount["mountPath"], True)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    litellm = litellm_cm.__enter__()
 
-    # Traefik's router with the rendered rule, stripping the prefixes of the route's strip-prefix Middleware.
+    # Traefik's router with the rendered rule, the route's rate limit and the prefixes of its strip-prefix
+    # Middleware; a second edge with the same rate limit lowered (see the module docstring).
     rendered_route = route["spec"]["routes"][0]
-    strip = []
+    strip, limit = [], None
     for ref in rendered_route.get("middlewares", []):
         strip += middlewares[ref["name"]].get("stripPrefix", {}).get("prefixes", [])
-    edge_port = free_port()
-    edge_config = tmp / "edge.json"
-    edge_config.write_text(
-        json.dumps(
-            {
-                "listen": "127.0.0.1:%d" % edge_port,
-                "routes": [
-                    {
-                        "name": route["metadata"]["name"],
-                        "rule": rendered_route["match"],
-                        "strip_prefixes": strip,
-                        "backend": "http://127.0.0.1:%d" % port,
-                    }
-                ],
-            }
+        limit = middlewares[ref["name"]].get("rateLimit", limit)
+    assert limit, "the HTTPS route has no rate limit"
+    lowered = dict(limit, average=THROTTLED["average"], burst=THROTTLED["burst"], period="1s")
+    edges, edge_ports = [], []
+    for suffix, rate_limit in (("", limit), ("-throttled", lowered)):
+        edge_port = free_port()
+        edge_config = tmp / ("edge%s.json" % suffix)
+        edge_config.write_text(
+            json.dumps(
+                {
+                    "listen": "127.0.0.1:%d" % edge_port,
+                    "routes": [
+                        {
+                            "name": route["metadata"]["name"],
+                            "rule": rendered_route["match"],
+                            "strip_prefixes": strip,
+                            "backend": "http://127.0.0.1:%d" % port,
+                            "rate_limit": rate_limit,
+                        }
+                    ],
+                }
+            )
         )
-    )
-    edge = subprocess.Popen([str(edgebuild.edge_path()), str(edge_config)], stdout=log, stderr=subprocess.STDOUT)
+        edge_ports.append(edge_port)
+        edges.append(
+            subprocess.Popen([str(edgebuild.edge_path()), str(edge_config)], stdout=log, stderr=subprocess.STDOUT)
+        )
+    edge_port, throttled_port = edge_ports
     try:
-        wait_for("http://127.0.0.1:%d/" % edge_port, edge, "the edge")
+        for edge, edge_port_ in zip(edges, edge_ports):
+            wait_for("http://127.0.0.1:%d/" % edge_port_, edge, "the edge")
         wait_for("http://127.0.0.1:%d/health/liveliness" % port, litellm, "LiteLLM")
         host = route["spec"]["routes"][0]["match"].split("`")[1]
         prefix = strip[0] if strip else ""
         yield {
             "site": request.param,
             "public": "http://127.0.0.1:%d%s" % (edge_port, prefix),
+            "throttled": "http://127.0.0.1:%d%s" % (throttled_port, prefix),
+            "rate_limit": limit,
             "host": host,
             "direct": "http://127.0.0.1:%d" % port,
             "key": master_key,
@@ -252,12 +289,13 @@ def gateway(request, tmp_path_factory):
             "log": tmp / "litellm.log",
         }
     finally:
-        for proc in (edge, litellm):
+        for proc in edges:
             proc.terminate()
             try:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        litellm_cm.__exit__(None, None, None)
         for server in servers:
             server.shutdown()
         log.close()
@@ -326,3 +364,23 @@ def test_the_scrape_as_the_pod_monitor_configures_it_returns_the_gateway_metrics
     model = gateway["models"][0]
     assert any('requested_model="%s"' % model in s and 'status_code="200"' in s for s in samples), samples
     assert any(line.startswith("litellm_proxy_failed_requests_metric_total") for line in text.splitlines())
+
+
+def test_the_rate_limit_throttles_one_api_key_and_still_serves_another(gateway):
+    """One budget per API key (the rendered sourceCriterion): a client that spends its burst gets 429 from the
+    edge while another key, from the same address, is still served. Every request comes from 127.0.0.1, so a
+    limit keyed on the client address would throttle both."""
+    assert gateway["rate_limit"]["sourceCriterion"] == {"requestHeaderName": "Authorization"}
+    url = gateway["throttled"] + "/v1/chat/completions"
+    body = {"model": gateway["models"][0], "messages": [{"role": "user", "content": "ping"}], "max_tokens": 4}
+    other_key = "sk-" + secrets.token_hex(24)  # unknown to LiteLLM: refused once past the edge, 429 when throttled
+    statuses = []
+    for _ in range(THROTTLED["burst"] * 4):  # bounded: at most 12 requests, each within the request timeout
+        status, _headers, _text = request("POST", url, gateway["host"], other_key, body, timeout=10)
+        statuses.append(status)
+        if status == 429:
+            break
+    assert statuses[-1] == 429 and set(statuses[:-1]) <= {400, 401}, statuses
+    status, headers, text = request("POST", url, gateway["host"], gateway["key"], body, timeout=10)
+    assert status == 200, (status, text)
+    assert headers.get("X-Edge-Route") == gateway["route"]

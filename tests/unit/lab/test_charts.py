@@ -162,6 +162,142 @@ def test_chart_known_reads_subcharts_from_directories_and_archives(tmp_path):
     assert charts.unknown_value_paths(ours, tree, opened) == ["dir-sub.worker.nodeSelector"]
 
 
+def test_dead_value_paths_follow_the_pinned_release():
+    dead = [
+        (("operator", "initContainer"), "v26.3.0", "left the chart"),
+        (("driver", "gone"), "v27.1.0", "later"),
+    ]
+    ours = {"operator": {"repository": "r", "initContainer": {"repository": "r"}}, "driver": {"gone": False}}
+    assert charts.dead_value_paths(ours, dead, "v26.7.1") == [
+        "operator.initContainer (gone since v26.3.0: left the chart)"
+    ]
+    assert charts.dead_value_paths(ours, dead, "v25.3.4") == []  # the pin has not reached either release
+    assert len(charts.dead_value_paths(ours, dead, "main")) == 2  # an unknown pin gets every entry
+    assert charts.dead_value_paths({"operator": {"repository": "r"}}, dead, "v26.7.1") == []
+    assert charts.release_tuple("v26.3.0") < charts.release_tuple("v26.7.1") < charts.release_tuple("v26.10.0")
+
+
+CP = {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "value": "", "effect": "NoSchedule"}
+MASTER = {"key": "node-role.kubernetes.io/master", "operator": "Equal", "value": "", "effect": "NoSchedule"}
+GPU = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+@pytest.mark.parametrize(
+    ("ours", "expected"),
+    [
+        pytest.param(
+            {"nfd": {"worker": {"tolerations": [GPU]}}},
+            ["nfd.worker.tolerations drops the chart's toleration of node-role.kubernetes.io/control-plane:NoSchedule"],
+            id="replacing the list drops the chart's control-plane toleration",
+        ),
+        pytest.param({"nfd": {"worker": {"tolerations": [CP, GPU]}}}, [], id="kept; master is obsolete"),
+        pytest.param(
+            {
+                "nfd": {
+                    "worker": {
+                        "tolerations": [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}, GPU]
+                    }
+                }
+            },
+            [],
+            id="Exists without an effect covers it",
+        ),
+        pytest.param({"nfd": {"worker": {"tolerations": [{"operator": "Exists"}]}}}, [], id="tolerate everything"),
+        pytest.param({"nfd": {"worker": {"nodeSelector": {"a": "b"}}}}, [], id="chart's list left alone"),
+        pytest.param({"daemonsets": {"tolerations": []}}, [], id="chart has no list there"),
+    ],
+)
+def test_dropped_tolerations(ours, expected):
+    chart = {"nfd": {"worker": {"tolerations": [MASTER, CP, GPU]}}, "daemonsets": {"labels": {}}}
+    assert charts.dropped_tolerations(ours, chart) == expected
+
+
+def test_every_option_switches_on_each_optional_part_of_the_gpu_operator_values(root):
+    """The second render must reach every branch of gpu_operator.chart_values that a default leaves out."""
+    every = charts.every_option_vars()
+    assert every == charts.EVERY_OPTION["gpu-operator"]  # cert-manager's values have no optional part
+    assert every["gpu_operator_registry"]  # mirror_values: every component's repository
+    assert every["gpu_operator_time_slicing_classes"]  # devicePlugin.config and the time-slicing ConfigMap
+    assert every["gpu_operator_time_slicing_default"] in every["gpu_operator_time_slicing_classes"]
+    assert every["gpu_operator_mig_strategy"] != "none"  # mig.strategy and migManager for MIG
+    assert every["gpu_operator_driver_enabled"] is True
+    specs = yaml.safe_load((root / "roles" / "gpu_operator" / "meta" / "argument_specs.yml").read_text())
+    options = specs["argument_specs"]["main"]["options"]
+    assert set(every) <= set(options)
+    for name, value in every.items():  # each is a change from the role's default
+        assert value != options[name].get("default"), name
+
+
+def fake_gpu_operator_module(tmp_path, values):
+    """A GPU Operator module whose chart holds `values` (its values.yaml): accepts exactly those paths."""
+    chart = tmp_path / "module" / "deployments" / "gpu-operator"
+    chart.mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: gpu-operator\nversion: v26.7.1\n")
+    (chart / "values.yaml").write_text(yaml.safe_dump(values))
+    return tmp_path / "module"
+
+
+@pytest.fixture(scope="module")
+def cached_render():
+    """charts.render_helm_charts, each (inventory, extra vars) rendered once for the module's tests."""
+    real, cache = charts.render_helm_charts, {}
+
+    def render(inventory, extra_vars=None):
+        key = (inventory, json.dumps(extra_vars, sort_keys=True))
+        if key not in cache:
+            cache[key] = real(inventory, extra_vars) if extra_vars else real(inventory)
+        return cache[key]
+
+    return render
+
+
+def run_check(monkeypatch, capsys, cached_render, module):
+    """check() of the example inventory against the chart of `module`, helm a no-op: (exit status, output)."""
+    (source,) = [s for s in charts.SOURCES if s.chart == "gpu-operator"]
+    info = {"Dir": str(module), "Version": "v26.7.1", "Path": source.module}
+    monkeypatch.setattr(charts, "SOURCES", (source,))
+    monkeypatch.setattr(charts, "render_helm_charts", cached_render)
+    monkeypatch.setattr(charts, "fetch_module", lambda module, query: info)
+    monkeypatch.setattr(charts.helmbuild, "build", lambda *a, **k: "helm")
+    monkeypatch.setattr(charts, "run_helm", lambda helm, args, home: subprocess.CompletedProcess(args, 0, "", ""))
+    status = charts.check("inventories/example")
+    return status, capsys.readouterr().out
+
+
+def test_a_path_only_an_option_writes_is_checked(monkeypatch, capsys, tmp_path, cached_render):
+    """The example inventory sets no mirror registry and no time-slicing: a chart that lacks the paths those write
+    passes the inventory's render, and the every-option render fails on them."""
+    plain = yaml.safe_load(cached_render("inventories/example")["gpu-operator"]["valuesContent"])
+    status, out = run_check(monkeypatch, capsys, cached_render, fake_gpu_operator_module(tmp_path, plain))
+    assert re.search(r"^gpu-operator: version v26.7.1, .*result OK, unknown paths: none$", out, re.M), out
+    every = re.search(r"^gpu-operator \[every option\]: .*result FAIL, unknown paths: (.*)$", out, re.M)
+    assert every, out
+    assert "devicePlugin.config" in every.group(1) and "operator.repository" in every.group(1)
+    assert "every option: gpu_operator_registry=" in out
+    assert status == 1
+
+
+def test_a_path_dead_in_the_pin_fails_even_where_the_checked_chart_has_it(monkeypatch, capsys, tmp_path, cached_render):
+    """The chart checked here accepts every path we write (as the proxy's older stand-in still has
+    operator.initContainer); a path DEAD_VALUE_PATHS lists for the pin fails the render that writes it."""
+    every = charts.every_option_vars()
+    values = yaml.safe_load(cached_render("inventories/example", every)["gpu-operator"]["valuesContent"])
+    module = fake_gpu_operator_module(tmp_path, values)
+    dead = {"gpu-operator": ((("devicePlugin", "config"), "v26.3.0", "a test's entry"),)}
+    monkeypatch.setattr(charts, "DEAD_VALUE_PATHS", dead, raising=False)
+    status, out = run_check(monkeypatch, capsys, cached_render, module)
+    assert re.search(r"^gpu-operator: .*result OK, unknown paths: none$", out, re.M), out
+    line = re.search(
+        r"^gpu-operator \[every option\]: .*result FAIL, unknown paths: none; dead in the pin: (.*)$", out, re.M
+    )
+    assert line and line.group(1) == "devicePlugin.config (gone since v26.3.0: a test's entry)", out
+    assert status == 1
+    # With the collection's own list, nothing the roles write is dead in the pin.
+    monkeypatch.undo()
+    status, out = run_check(monkeypatch, capsys, cached_render, module)
+    assert status == 0 and "dead in the pin" not in out, out
+
+
 def test_helm_charts_takes_the_helmchart_objects_by_chart():
     docs = [
         None,
@@ -335,5 +471,10 @@ def test_check_the_collection_against_the_real_charts(root):
     assert f"keda: version 2.21.1, source https://kedacore.github.io/charts, {charts.NOT_IN_GO_MODULE}" in out, out
     assert "kube-prometheus-stack: version" in out and charts.NOT_IN_GO_MODULE in out, out
     assert "cert-manager: version v1.21.2, source github.com/cert-manager/cert-manager@v1.21.2" in out, out
-    assert re.search(r"^gpu-operator \(NOT the pinned .*result OK, unknown paths: none$", out, re.M), out
+    assert re.search(r"^gpu-operator \(NOT the pinned [^)]*\): .*result OK, unknown paths: none$", out, re.M), out
+    # The values of every option (mirror registry, time-slicing, MIG, driver) pass too, with no path dead in the
+    # pin and none of the chart's tolerations dropped.
+    assert re.search(
+        r"^gpu-operator \(NOT the pinned [^)]*\) \[every option\]: .*result OK, unknown paths: none$", out, re.M
+    ), out
     assert proc.returncode == 0, out + proc.stderr

@@ -454,7 +454,8 @@ def test_gpu_operator_chart_is_shaped_for_k3s(rendered):
         assert values["operator"]["repository"] == "registry.site.internal:5000/nvidia"
         assert values["driver"]["manager"]["repository"] == "registry.site.internal:5000/nvidia/cloud-native"
     else:
-        assert "config" not in values["devicePlugin"] and "mig" not in values
+        # MIG off is written as such: the chart's own default is mig.strategy single.
+        assert "config" not in values["devicePlugin"] and values["mig"] == {"strategy": "none"}
 
 
 def test_time_slicing_configmap_has_one_config_per_class(rendered):
@@ -496,6 +497,17 @@ def check(policy, pod):
         return sv.image_pinned(container["image"])
     if policy.get("check") == "no_surge":
         return True  # checked on the Deployment by test_gpu_rollouts_never_need_a_spare_gpu
+    if policy.get("check") == "no_fs_group":
+        return "fsGroup" not in pod["spec"].get("securityContext", {})
+    if policy.get("check") == "runtime_env":
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        return (
+            all(env.get(name) for name in policy["names_a_user"])
+            and all(str(env.get(name)).startswith("/tmp") for name in policy["under_tmp"])
+            and all(env.get(name) == value for name, value in policy["equals"].items())
+        )
+    if policy.get("check") == "drain":
+        return drain_fits(pod, container, policy["margin"])
     value = dig(pod, policy["path"])
     if "equals" in policy:
         return value == policy["equals"]
@@ -504,6 +516,15 @@ def check(policy, pod):
     if "at_least" in policy:
         return value >= policy["at_least"]
     return bool(value)
+
+
+def drain_fits(pod, container, margin):
+    """The server's shutdown timeout (vLLM --shutdown-timeout, or NIM's passthrough of it) is above 0 and the grace
+    period holds the preStop sleep, the timeout and the margin."""
+    args = container["args"] or {e["name"]: e.get("value") for e in container["env"]}["NIM_PASSTHROUGH_ARGS"].split()
+    timeout = int(args[args.index("--shutdown-timeout") + 1])
+    sleep = int(container["lifecycle"]["preStop"]["exec"]["command"][-1].split()[-1])
+    return timeout > 0 and sleep + timeout + margin <= pod["spec"]["terminationGracePeriodSeconds"]
 
 
 def gpu_deployments(docs):
@@ -765,11 +786,56 @@ def test_airgap_without_digests_is_refused_with_every_chart_named():
         ([{"served_name": "a", "path": "m"}, {"served_name": "a", "path": "n"}], {"g1": 2}, "used twice"),
         ([{"served_name": "a", "path": "missing/model"}], {"g1": 1}, "'missing/model' is not in the model store"),
         ([{"served_name": "a", "path": "m"}], {}, "no GPU node in the inventory"),
+        (
+            [{"served_name": "a", "path": "m", "shutdown_timeout": 0}],
+            {"g1": 1},
+            "a: shutdown_timeout is 0: a stopping server would abort every request in flight",
+        ),
+        (
+            [{"served_name": "a", "path": "m", "shutdown_timeout": 300, "termination_grace_period": 120}],
+            {"g1": 1},
+            "a: termination_grace_period 120 is shorter than the preStop sleep (15 s) + shutdown_timeout (300 s)",
+        ),
+        (
+            [{"served_name": "a", "path": "m", "termination_grace_period": 20}],
+            {"g1": 1},
+            "a: shutdown_timeout is -10",
+        ),
     ],
 )
 def test_impossible_plans_are_rejected(models, nodes, problem):
     problems = plan.plan_problems(models, nodes, "vllm/vllm-openai:v0.6.3", store_paths={"m", "n"})
     assert any(problem in p for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("model", "shutdown", "grace"),
+    [
+        ({}, 90, 120),  # neither given: vLLM's drain of 90 s in the 120 s the pods always had
+        ({"shutdown_timeout": 600}, 600, 630),  # long generations: the grace period follows
+        ({"termination_grace_period": 300}, 270, 300),  # or the shutdown timeout follows the grace period
+        ({"shutdown_timeout": 60, "termination_grace_period": 300}, 60, 300),
+    ],
+)
+def test_the_drain_fits_the_grace_period(model, shutdown, grace):
+    (filled,) = wl.filled("vllm", [dict({"served_name": "a", "path": "m"}, **model)], IMAGE)
+    assert (filled["shutdown_timeout"], filled["termination_grace_period"]) == (shutdown, grace)
+    assert plan.drain_problems("a", filled) == []
+    sts, _svc = wl.gpu_workload(
+        {
+            **filled,
+            "name": "a",
+            "component": "vllm",
+            "args": wl.vllm_args(filled, "/data/models"),
+            "env": {},
+            "resources": {},
+            "store": {"storage_class": "s", "size": "1Gi"},
+        },
+        {"namespace": "ns", "gpu_node_selector": {}, "gpu_toleration_key": "nvidia.com/gpu"},
+    )
+    pod = sts["spec"]["template"]
+    assert drain_fits(pod, pod["spec"]["containers"][0], 15)
+    assert pod["spec"]["terminationGracePeriodSeconds"] == grace
 
 
 def test_time_slicing_classes_count_in_the_capacity():

@@ -1,0 +1,101 @@
+"""GPU Operator values that the pinned chart (v26.7.1) and its operator actually act on.
+
+The values come from the role as a site gets them (playbooks/render.yml on the example inventory), once as the
+inventory has it and once with every optional value on (lab/charts.py's EVERY_OPTION). What the operator does
+with them is read from NVIDIA/gpu-operator's controllers/object_controls.go (TransformToolkit,
+transformToolkitCtrForCDI, transformForRuntime) and the toolkit installer's flags; see docs/architecture.md.
+"""
+
+import json
+
+import charts
+import pytest
+import yaml
+from conftest import ROOT, run_playbook
+
+DEFAULTS = ROOT / "roles" / "gpu_operator" / "defaults" / "main.yml"
+SPECS = ROOT / "roles" / "gpu_operator" / "meta" / "argument_specs.yml"
+CONTROL_PLANE = {
+    "key": "node-role.kubernetes.io/control-plane",
+    "operator": "Equal",
+    "value": "",
+    "effect": "NoSchedule",
+}
+GPU = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def render_values(tmp_path, extra_vars=None):
+    extra = ["-e", f"render_dir={tmp_path}"] + (["-e", json.dumps(extra_vars)] if extra_vars else [])
+    proc, _ = run_playbook("render.yml", ROOT / "inventories" / "example", callback="default", extra=extra)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    docs = yaml.safe_load_all((tmp_path / "gpu-operator.yaml").read_text())
+    (chart,) = [d for d in docs if d and d["kind"] == "HelmChart"]
+    return yaml.safe_load(chart["spec"]["valuesContent"])
+
+
+@pytest.fixture(scope="module")
+def inventory_values(tmp_path_factory):
+    return render_values(tmp_path_factory.mktemp("gpu-operator-inventory"))
+
+
+@pytest.fixture(scope="module")
+def every_option_values(tmp_path_factory):
+    return render_values(tmp_path_factory.mktemp("gpu-operator-every"), charts.EVERY_OPTION["gpu-operator"])
+
+
+def toolkit_env(values):
+    return {e["name"]: e["value"] for e in values["toolkit"]["env"]}
+
+
+def test_no_default_runtime_switch_that_cdi_overrides(inventory_values):
+    """With CDI (on by default since v25.10) the operator sets NVIDIA_RUNTIME_SET_AS_DEFAULT=false on the toolkit
+    and the toolkit reads that variable before CONTAINERD_SET_AS_DEFAULT: our `true` never reached containerd.
+    GPUs reach the pods through CDI instead; nothing is written that claims a default runtime."""
+    env = toolkit_env(inventory_values)
+    assert "CONTAINERD_SET_AS_DEFAULT" not in env
+    assert "NVIDIA_RUNTIME_SET_AS_DEFAULT" not in env
+    assert "gpu_operator_runtime_default" not in yaml.safe_load(DEFAULTS.read_text())
+    assert "gpu_operator_runtime_default" not in yaml.safe_load(SPECS.read_text())["argument_specs"]["main"]["options"]
+
+
+def test_setting_the_removed_default_runtime_is_refused(tmp_path):
+    extra = ["-e", f"render_dir={tmp_path}", "-e", '{"gpu_operator_runtime_default": true}']
+    proc, _ = run_playbook("render.yml", ROOT / "inventories" / "example", callback="default", extra=extra)
+    assert proc.returncode != 0
+    assert "gpu_operator_runtime_default is no longer used" in proc.stdout, proc.stdout[-3000:]
+
+
+def test_runtime_class_is_the_operators_value(inventory_values, every_option_values):
+    """transformForRuntime sets CONTAINERD_RUNTIME_CLASS from operator.runtimeClass after toolkit.env is applied,
+    so only operator.runtimeClass names the runtime (and the RuntimeClass the operator creates)."""
+    for values in (inventory_values, every_option_values):
+        assert values["operator"]["runtimeClass"] == "nvidia"
+        assert "CONTAINERD_RUNTIME_CLASS" not in toolkit_env(values)
+        # What K3s's containerd needs is still written: its config file and its socket.
+        assert set(toolkit_env(values)) == {"CONTAINERD_CONFIG", "CONTAINERD_SOCKET"}
+
+
+def test_mirror_registry_writes_no_path_the_pinned_chart_dropped(every_option_values):
+    """operator.initContainer left the chart in v26.3: the mirror registry must not write it."""
+    assert every_option_values["operator"]["repository"] == "registry.example.internal:5000/nvidia"
+    assert "initContainer" not in every_option_values["operator"]
+    dead = charts.DEAD_VALUE_PATHS["gpu-operator"]
+    assert charts.dead_value_paths(every_option_values, dead, "v26.7.1") == []
+
+
+def test_nfd_worker_keeps_the_charts_control_plane_toleration(inventory_values, every_option_values):
+    """A list value replaces the chart's list: the NFD worker runs on every node, a tainted server too, so the
+    chart's control-plane toleration is kept next to the GPU taint's."""
+    for values in (inventory_values, every_option_values):
+        tolerations = values["node-feature-discovery"]["worker"]["tolerations"]
+        assert tolerations == [CONTROL_PLANE, GPU]
+        assert values["daemonsets"]["tolerations"] == [GPU]
+
+
+def test_mig_strategy_none_is_written_not_left_to_the_charts_single(inventory_values, every_option_values):
+    """The chart's default is mig.strategy: single; the ClusterPolicy takes none (MIG off), which the device
+    plugin and GPU Feature Discovery then get. No MIG manager without MIG."""
+    assert inventory_values["mig"] == {"strategy": "none"}
+    assert inventory_values["migManager"] == {"enabled": False}
+    assert every_option_values["mig"] == {"strategy": "mixed"}
+    assert every_option_values["migManager"]["enabled"] is True
