@@ -20,9 +20,11 @@ import contextlib
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -169,17 +171,34 @@ def sandbox(argv, env, uid, venv, volumes=(), workdir="/", **popen):
             binds.append((home, home, True))
         binds += [(str(Path(src).resolve()), dst, ro) for src, dst, ro in volumes]
         script = sandbox_script(str(newroot), int(uid), argv, env, binds, workdir)
-        proc = subprocess.Popen(["unshare", "--mount", "--fork", "sh", "-c", script], **popen)
+        # Its own process group: one SIGTERM reaches every process inside (stop_group), and nothing is left behind.
+        proc = subprocess.Popen(
+            ["unshare", "--mount", "--fork", "sh", "-c", script],
+            start_new_session=True,
+            **popen,
+        )
         try:
             yield proc
         finally:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            stop_group(proc)
+
+
+def stop_group(proc, grace=20):
+    """SIGTERM to the sandbox's process group, then SIGKILL to what is left after `grace` seconds."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            proc.poll()
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.2)
+    proc.wait()
 
 
 def sandboxed(argv, env, uid, venv, volumes=(), timeout=600, workdir="/"):

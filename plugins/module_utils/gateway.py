@@ -20,6 +20,12 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
 PLACEMENTS = ("cpu", "gpu", "any")
 WEAK_WORDS = ("1234", "change", "example", "password", "secret", "test", "default", "master", "litellm")
 CONFIG_FILE = "/etc/litellm/config.yaml"
+# How a gateway pod stops: out of the Service's endpoints, a preStop sleep while they settle, then SIGTERM, after
+# which LiteLLM (uvicorn) finishes the requests in flight for GRACEFUL_SHUTDOWN_TIMEOUT seconds (LiteLLM 1.110's
+# default is 30) and exits; the grace period holds the three with a margin to exit.
+GRACE_SECONDS = 60
+PRESTOP_SECONDS = 10
+SHUTDOWN_SECONDS = 35
 
 
 def gateway_config(routes, settings):
@@ -102,7 +108,7 @@ def gateway_manifests(routes, params):
         }
 
     pod = {
-        "terminationGracePeriodSeconds": 60,
+        "terminationGracePeriodSeconds": GRACE_SECONDS,
         "enableServiceLinks": False,
         "topologySpreadConstraints": spread(["kubernetes.io/hostname"], selector),
         "containers": [
@@ -121,13 +127,14 @@ def gateway_manifests(routes, params):
                     {"name": "LITELLM_MODE", "value": "PRODUCTION"},
                     # Use the cost map inside the image: no download at start (airgap, egress denied).
                     {"name": "LITELLM_LOCAL_MODEL_COST_MAP", "value": "True"},
+                    {"name": "GRACEFUL_SHUTDOWN_TIMEOUT", "value": str(SHUTDOWN_SECONDS)},
                 ],
                 "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
                 "resources": params["resources"],
                 "startupProbe": probe("/health/liveliness", 5, 24),
                 "readinessProbe": probe("/health/readiness", 10, 3),
                 "livenessProbe": probe("/health/liveliness", 15, 4),
-                "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", "sleep 10"]}}},
+                "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", "sleep %d" % PRESTOP_SECONDS]}}},
                 "volumeMounts": [{"name": "config", "mountPath": "/etc/litellm", "readOnly": True}],
             }
         ],

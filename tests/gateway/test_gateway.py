@@ -15,7 +15,9 @@ network policies are not part of this test (the live tests apply the policies).
 
 import importlib.util
 import json
+import os
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -201,36 +203,9 @@ def gateway(request, tmp_path_factory):
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
         entry["litellm_params"]["api_base"] = "http://127.0.0.1:%d/v1" % server.server_address[1]
-    # The config ConfigMap, mounted read-only where the pod mounts it (the rendered --config path is kept).
-    pod = deployment["spec"]["template"]["spec"]
-    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "config"]
-    assert mount.get("readOnly") and {"name": "config", "configMap": {"name": name + "-config"}} in pod["volumes"]
-    config_dir = tmp / "config"
-    config_dir.mkdir()
-    (config_dir / "config.yaml").write_text(yaml.safe_dump(config))
-
-    # LiteLLM with the container's arguments and environment, as the pod's user on a read-only root (port taken
-    # over for loopback).
-    port = free_port()
-    args = list(container["args"])
-    assert args[args.index("--config") + 1] == mount["mountPath"] + "/config.yaml"
-    args[args.index("--port") + 1] = str(port)
-    master_key = "sk-" + secrets.token_hex(24)
-    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
-    assert [e["name"] for e in container["env"] if "valueFrom" in e] == ["LITELLM_MASTER_KEY"]
-    env.update(LITELLM_MASTER_KEY=master_key, PATH="%s:/usr/bin:/bin" % LITELLM.parent)
-    uid = pod["securityContext"]["runAsUser"]
-    assert container["securityContext"]["readOnlyRootFilesystem"] is True and uid > 0
+    port, master_key = free_port(), "sk-" + secrets.token_hex(24)
     log = open(tmp / "litellm.log", "w")  # noqa: SIM115 (closed at teardown)
-    litellm_cm = runtime.sandbox(
-        [str(LITELLM.resolve()), *args],
-        env,
-        uid,
-        LITELLM.parent.parent,
-        [(config_dir, mount["mountPath"], True)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    litellm_cm = litellm_as_its_pod(deployment, config, tmp / "config", port, master_key, log)
     litellm = litellm_cm.__enter__()
 
     # Traefik's router with the rendered rule, the route's rate limit and the prefixes of its strip-prefix
@@ -285,6 +260,8 @@ def gateway(request, tmp_path_factory):
             "calls": calls,
             "route": route["metadata"]["name"],
             "container": container,
+            "deployment": deployment,
+            "config": config,
             "monitor": monitor,
             "log": tmp / "litellm.log",
         }
@@ -299,6 +276,36 @@ def gateway(request, tmp_path_factory):
         for server in servers:
             server.shutdown()
         log.close()
+
+
+def litellm_as_its_pod(deployment, config, config_dir, port, master_key, log):
+    """The sandboxed LiteLLM (see the module docstring): the container's arguments and environment, as the pod's
+    user on a read-only root, the config ConfigMap mounted read-only where the pod mounts it (the rendered --config
+    path is kept); only the port is taken over for loopback. A context manager yielding the Popen."""
+    name = deployment["metadata"]["name"]
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "config"]
+    assert mount.get("readOnly") and {"name": "config", "configMap": {"name": name + "-config"}} in pod["volumes"]
+    config_dir.mkdir()
+    (config_dir / "config.yaml").write_text(yaml.safe_dump(config))
+    args = list(container["args"])
+    assert args[args.index("--config") + 1] == mount["mountPath"] + "/config.yaml"
+    args[args.index("--port") + 1] = str(port)
+    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    assert [e["name"] for e in container["env"] if "valueFrom" in e] == ["LITELLM_MASTER_KEY"]
+    env.update(LITELLM_MASTER_KEY=master_key, PATH="%s:/usr/bin:/bin" % LITELLM.parent)
+    uid = pod["securityContext"]["runAsUser"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True and uid > 0
+    return runtime.sandbox(
+        [str(LITELLM.resolve()), *args],
+        env,
+        uid,
+        LITELLM.parent.parent,
+        [(config_dir, mount["mountPath"], True)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
 
 
 def chat(gw, model, key):
@@ -384,3 +391,68 @@ def test_the_rate_limit_throttles_one_api_key_and_still_serves_another(gateway):
     status, headers, text = request("POST", url, gateway["host"], gateway["key"], body, timeout=10)
     assert status == 200, (status, text)
     assert headers.get("X-Edge-Route") == gateway["route"]
+
+
+class SlowStandIn(StandIn):
+    """A stand-in model server (not vLLM or NIM) that takes SLOW_SECONDS to answer."""
+
+    calls = None
+
+    def do_POST(self):
+        time.sleep(SLOW_SECONDS)
+        super().do_POST()
+
+
+SLOW_SECONDS = 6
+
+
+def test_litellm_finishes_the_requests_in_flight_on_sigterm(gateway, tmp_path):
+    """The gateway pod's stop, as the kubelet runs it after the preStop sleep: SIGTERM to LiteLLM while a request
+    waits on a slow backend (a stand-in answering after SLOW_SECONDS). The request still gets its answer, LiteLLM
+    exits by itself within its shutdown timeout, and the pod's grace period holds preStop + that timeout."""
+    if gateway["site"] != "example":
+        pytest.skip("one site is enough")
+    pod = gateway["deployment"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    timeout = float(env["GRACEFUL_SHUTDOWN_TIMEOUT"])
+    sleep = int(container["lifecycle"]["preStop"]["exec"]["command"][-1].split()[-1])
+    assert sleep + timeout < pod["terminationGracePeriodSeconds"]
+    calls = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), type("Slow", (SlowStandIn,), {"calls": calls}))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    config = json.loads(json.dumps(gateway["config"]))
+    for entry in config["model_list"]:
+        entry["litellm_params"]["api_base"] = "http://127.0.0.1:%d/v1" % server.server_address[1]
+    port, key = free_port(), "sk-" + secrets.token_hex(24)
+    model = config["model_list"][0]["model_name"]
+    body = {"model": model, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 4}
+    answers = []
+    with (
+        open(tmp_path / "litellm.log", "w") as log,
+        litellm_as_its_pod(gateway["deployment"], config, tmp_path / "config", port, key, log) as litellm,
+    ):
+        wait_for("http://127.0.0.1:%d/health/liveliness" % port, litellm, "LiteLLM")
+        url = "http://127.0.0.1:%d/v1/chat/completions" % port
+        client = threading.Thread(target=lambda: answers.append(request("POST", url, key=key, body=body, timeout=60)))
+        client.start()
+        deadline = time.monotonic() + 30
+        while not calls and time.monotonic() < deadline:  # the request has reached the backend
+            time.sleep(0.1)
+        assert calls, "the request never reached the backend"
+        stopped = time.monotonic()
+        os.killpg(litellm.pid, signal.SIGTERM)  # one SIGTERM to every process of the pod's sandbox
+        client.join(timeout=60)
+        litellm.wait(timeout=timeout + 15)
+        deadline = time.monotonic() + timeout + 15
+        while time.monotonic() < deadline:  # LiteLLM itself (unshare above it exits on the signal at once)
+            try:
+                os.killpg(litellm.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        exited = time.monotonic() - stopped
+    server.shutdown()
+    assert answers and answers[0][0] == 200, (answers, (tmp_path / "litellm.log").read_text()[-3000:])
+    assert json.loads(answers[0][2])["choices"][0]["message"]["content"] == "stand-in for %s" % model
+    assert exited < timeout + 15, exited

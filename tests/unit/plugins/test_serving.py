@@ -193,7 +193,14 @@ def test_edge_routes_have_tls_rate_limit_and_redirect(rendered):
         (rule,) = route["spec"]["routes"]
         assert f"Host(`{host}`)" in rule["match"]
         specs = [middlewares[m["name"]] for m in rule["middlewares"]]
-        assert {"rateLimit": {"average": 100, "burst": 200, "period": "1s"}} in specs
+        # One budget per API key, not per client address (behind ServiceLB that is a node's, shared by its clients).
+        limit = {
+            "average": 100,
+            "burst": 200,
+            "period": "1s",
+            "sourceCriterion": {"requestHeaderName": "Authorization"},
+        }
+        assert {"rateLimit": limit} in specs
         assert rule["services"] == [{"name": "litellm", "port": 4000}]
         prefix = "" if site == "full" else "/api/litellm"  # the notes' prefix, stripped before the gateway
         # Only the inference paths and liveness are routed (tests/gateway routes requests through this rule).
