@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Run a server the way a rendered container runs it: its arguments and environment, as the pod's uid with no
 passwd entry, on a read-only root where only /tmp (and /dev/shm, the pods' memory-backed emptyDir) is writable.
 
@@ -211,7 +210,7 @@ def sandboxed(argv, env, uid, venv, volumes=(), timeout=600, workdir="/"):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("command", choices=["install-vllm", "vllm-path"])
     args = parser.parse_args(argv)
     try:

@@ -382,7 +382,7 @@ def test_the_rate_limit_throttles_one_api_key_and_still_serves_another(gateway):
     body = {"model": gateway["models"][0], "messages": [{"role": "user", "content": "ping"}], "max_tokens": 4}
     other_key = "sk-" + secrets.token_hex(24)  # unknown to LiteLLM: refused once past the edge, 429 when throttled
     statuses = []
-    for _ in range(THROTTLED["burst"] * 4):  # bounded: at most 12 requests, each within the request timeout
+    for _attempt in range(THROTTLED["burst"] * 4):  # bounded: at most 12 requests, each within the request timeout
         status, _headers, _text = request("POST", url, gateway["host"], other_key, body, timeout=10)
         statuses.append(status)
         if status == 429:

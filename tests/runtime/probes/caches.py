@@ -55,10 +55,10 @@ probe("torch_quack", quack.get_cache_path)
 probe("torchinductor", cache_dir)
 
 import huggingface_hub.constants as hub  # noqa: E402
-import vllm.envs as envs  # noqa: E402
 from flashinfer.jit import env as flashinfer  # noqa: E402
 from numba.core import config as numba  # noqa: E402
 from triton import knobs  # noqa: E402
+from vllm import envs  # noqa: E402
 
 probe("triton", lambda: knobs.cache.dir)
 probe("vllm_cache_root", lambda: envs.VLLM_CACHE_ROOT)

@@ -26,7 +26,7 @@ GPU = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 def render_values(tmp_path, extra_vars=None):
     extra = ["-e", f"render_dir={tmp_path}"] + (["-e", json.dumps(extra_vars)] if extra_vars else [])
-    proc, _ = run_playbook("render.yml", ROOT / "inventories" / "example", callback="default", extra=extra)
+    proc, _result = run_playbook("render.yml", ROOT / "inventories" / "example", callback="default", extra=extra)
     assert proc.returncode == 0, proc.stdout[-3000:]
     docs = yaml.safe_load_all((tmp_path / "gpu-operator.yaml").read_text())
     (chart,) = [d for d in docs if d and d["kind"] == "HelmChart"]
@@ -60,7 +60,7 @@ def test_no_default_runtime_switch_that_cdi_overrides(inventory_values):
 
 def test_setting_the_removed_default_runtime_is_refused(tmp_path):
     extra = ["-e", f"render_dir={tmp_path}", "-e", '{"gpu_operator_runtime_default": true}']
-    proc, _ = run_playbook("render.yml", ROOT / "inventories" / "example", callback="default", extra=extra)
+    proc, _result = run_playbook("render.yml", ROOT / "inventories" / "example", callback="default", extra=extra)
     assert proc.returncode != 0
     assert "gpu_operator_runtime_default is no longer used" in proc.stdout, proc.stdout[-3000:]
 
