@@ -2,11 +2,12 @@
 passwd entry, on a read-only root where only /tmp (and /dev/shm, the pods' memory-backed emptyDir) is writable.
 
 No container image can be pulled here, so the "container" is built from read-only bind mounts of this machine's
-own files in a private mount namespace (unshare, as root): /usr, /etc (with the uid's passwd and group entries
-left out), the server's virtual environment and its Python at their own paths, a fresh /tmp, the volumes the pod
-mounts (a directory per mount path, read-only where the pod mounts it read-only); then chroot and setpriv drop
-to the uid with no supplementary group and no_new_privs. Nothing on the host is changed: every mount lives and
-dies with the namespace.
+own files in private mount, PID and IPC namespaces (unshare, as root; a network namespace too unless the server
+must reach loopback servers): /usr, /etc (with the uid's passwd and group entries left out), the server's virtual
+environment and its Python at their own paths, a fresh /tmp, the volumes the pod mounts (a directory per mount
+path, read-only where the pod mounts it read-only); then chroot and setpriv drop to the uid with no
+supplementary group and no_new_privs, and the server runs as PID 1 as in a container. Nothing on the host is
+changed: every mount lives and dies with the namespace.
 
     runtime.py install-vllm     install the vLLM server (tests/runtime/requirements-vllm.txt) into .cache/vllm-venv
     runtime.py vllm-path        print the vllm executable's path
@@ -121,7 +122,9 @@ def sandbox_script(newroot, uid, argv, env, binds, workdir="/"):
         if Path(path).is_symlink():
             lines.append("ln -s %s %s" % (q(os.readlink(path)), q(newroot + path)))
         elif Path(path).is_dir():
-            bind(path, path, True)
+            # Read-only at once: no later mkdir can reach the host's own directory.
+            lines += ["mkdir -p %s" % q(newroot + path), "mount --bind %s %s" % (q(path), q(newroot + path))]
+            lines.append("mount -o remount,bind,ro %s" % q(newroot + path))
     for src, dst, read_only in binds:
         bind(src, dst, read_only)
     lines += ["mount -o remount,bind,ro %s" % q(target) for target in read_only_targets]
@@ -144,10 +147,12 @@ def sandbox_script(newroot, uid, argv, env, binds, workdir="/"):
 
 
 @contextlib.contextmanager
-def sandbox(argv, env, uid, venv, volumes=(), workdir="/", **popen):
+def sandbox(argv, env, uid, venv, volumes=(), workdir="/", network=True, **popen):
     """Start argv (a path inside venv, or in /usr) as described in the module docstring and yield its Popen; the
-    process is killed on exit if still running. volumes: [(host path, mount path, read_only)]; popen: more
-    subprocess.Popen arguments (stdout, stderr...)."""
+    process is killed on exit if still running. volumes: [(host path, mount path, read_only)], never under a
+    directory the sandbox takes from the host; network: share this machine's network (loopback servers), else a
+    network namespace of its own with nothing in it; popen: more subprocess.Popen arguments (stdout, stderr...).
+    PID and IPC namespaces of its own: the server is PID 1, as in a container, and sees no host process."""
     if os.geteuid() != 0:
         raise RuntimeError_("the sandbox needs root (unshare --mount, chroot)")
     with tempfile.TemporaryDirectory(prefix="aiinfra-runtime-") as tmp:
@@ -168,11 +173,15 @@ def sandbox(argv, env, uid, venv, volumes=(), workdir="/", **popen):
         home = interpreter_home(venv)
         if not home.startswith("/usr"):
             binds.append((home, home, True))
+        host_dirs = (*SYSTEM_DIRS, venv, home)
+        for _src, dst, _ro in volumes:
+            if any(dst == d or dst.startswith(d.rstrip("/") + "/") for d in host_dirs):
+                raise RuntimeError_("volume mount path %s is inside %s, which comes from the host" % (dst, host_dirs))
         binds += [(str(Path(src).resolve()), dst, ro) for src, dst, ro in volumes]
         script = sandbox_script(str(newroot), int(uid), argv, env, binds, workdir)
         # Its own process group: one SIGTERM reaches every process inside (stop_group), and nothing is left behind.
         proc = subprocess.Popen(
-            ["unshare", "--mount", "--fork", "sh", "-c", script],
+            ["unshare", "--mount", "--pid", "--ipc", "--fork", *([] if network else ["--net"]), "sh", "-c", script],
             start_new_session=True,
             **popen,
         )
@@ -200,10 +209,19 @@ def stop_group(proc, grace=20):
     proc.wait()
 
 
-def sandboxed(argv, env, uid, venv, volumes=(), timeout=600, workdir="/"):
+def sandboxed(argv, env, uid, venv, volumes=(), timeout=600, workdir="/", network=False):
     """Run argv in the sandbox to its end: (exit status, stdout and stderr together)."""
     with sandbox(
-        argv, env, uid, venv, volumes, workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        argv,
+        env,
+        uid,
+        venv,
+        volumes,
+        workdir,
+        network,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     ) as proc:
         out, _err = proc.communicate(timeout=timeout)
         return proc.returncode, out

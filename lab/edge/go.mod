@@ -261,6 +261,7 @@ require (
 	github.com/ucloud/ucloud-sdk-go v0.22.74 // indirect
 	github.com/ultradns/ultradns-go-sdk v1.8.2-20260507133303-3f324c7 // indirect
 	github.com/unrolled/render v1.0.2 // indirect
+	github.com/unrolled/secure v1.0.9 // indirect
 	github.com/vinyldns/go-vinyldns v0.9.18 // indirect
 	github.com/volcengine/volc-sdk-golang v1.0.249 // indirect
 	github.com/vulcand/oxy/v2 v2.1.0 // indirect

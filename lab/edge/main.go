@@ -1,16 +1,16 @@
 // Command edge routes HTTP requests the way K3s's bundled Traefik routes an IngressRoute: Traefik's own
 // request decorator and rule muxer (github.com/traefik/traefik/v3, the version K3s bundles) decide which
-// route a request matches; a matched route runs the rendered rateLimit Middleware through Traefik's own rate
-// limiter (pkg/middlewares/ratelimiter, sourceCriterion included), strips its prefixes (Traefik's stripPrefix
-// semantics, written out here because that middleware's package pulls in a module the Go proxy does not
-// serve) and forwards to its backend. Unmatched requests get Traefik's 404. TLS and the redirect are not part
+// route a request matches; a matched route runs its rendered Middlewares in order, headers and rateLimit through
+// Traefik's own middlewares (pkg/middlewares/headers, pkg/middlewares/ratelimiter, sourceCriterion included),
+// stripPrefix with Traefik's semantics written out here (that middleware's package pulls in a module the Go proxy
+// does not serve), and forwards to its backend. Unmatched requests get Traefik's 404. TLS and the redirect are not part
 // of it. Traefik's nested module github.com/traefik/traefik/dynamic/ext is not served either: ./ext stands in
 // for it (upstream it holds three empty extension structs).
 //
 //	edge CONFIG.json
 //
-// CONFIG: {"listen": "127.0.0.1:PORT", "routes": [{"name", "rule", "strip_prefixes": [...], "backend": URL,
-// "rate_limit": the Middleware's rateLimit spec (optional)}]}
+// CONFIG: {"listen": "127.0.0.1:PORT", "routes": [{"name", "rule", "backend": URL, "middlewares": [the rendered
+// Middlewares' specs, in the route's order]}]}
 package main
 
 import (
@@ -24,18 +24,50 @@ import (
 	"strings"
 
 	"github.com/traefik/traefik/v3/pkg/config/dynamic"
+	"github.com/traefik/traefik/v3/pkg/middlewares/headers"
 	"github.com/traefik/traefik/v3/pkg/middlewares/ratelimiter"
 	"github.com/traefik/traefik/v3/pkg/middlewares/requestdecorator"
 	traefikhttp "github.com/traefik/traefik/v3/pkg/muxer/http"
 )
 
+// middleware is the spec of one rendered Middleware: exactly one of its fields is set.
+type middleware struct {
+	Headers     *dynamic.Headers     `json:"headers,omitempty"`
+	RateLimit   *dynamic.RateLimit   `json:"rateLimit,omitempty"`
+	StripPrefix *dynamic.StripPrefix `json:"stripPrefix,omitempty"`
+}
+
 type route struct {
-	Name          string   `json:"name"`
-	Rule          string   `json:"rule"`
-	StripPrefixes []string `json:"strip_prefixes"`
-	Backend       string   `json:"backend"`
-	// The rendered rateLimit Middleware's spec, run by Traefik's own rate limiter before the prefix strip.
-	RateLimit *dynamic.RateLimit `json:"rate_limit,omitempty"`
+	Name    string `json:"name"`
+	Rule    string `json:"rule"`
+	Backend string `json:"backend"`
+	// The route's Middlewares, in the IngressRoute's order.
+	Middlewares []middleware `json:"middlewares"`
+}
+
+// chain wraps next in the route's Middlewares, the first one outermost as in Traefik: headers and rateLimit are
+// Traefik's own middlewares, stripPrefix its semantics written out (see the package comment).
+func chain(r route, next http.Handler) (http.Handler, error) {
+	handler := next
+	for i := len(r.Middlewares) - 1; i >= 0; i-- {
+		m := r.Middlewares[i]
+		name := fmt.Sprintf("%s-%d", r.Name, i)
+		var err error
+		switch {
+		case m.Headers != nil:
+			handler, err = headers.New(context.Background(), handler, *m.Headers, name)
+		case m.RateLimit != nil:
+			handler, err = ratelimiter.New(context.Background(), handler, *m.RateLimit, name)
+		case m.StripPrefix != nil:
+			handler = stripPrefix(m.StripPrefix.Prefixes, handler)
+		default:
+			err = fmt.Errorf("middleware %d: none of headers, rateLimit, stripPrefix", i)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("route %s: %w", r.Name, err)
+		}
+	}
+	return handler, nil
 }
 
 type config struct {
@@ -83,16 +115,12 @@ func run(path string) error {
 		}
 		name := r.Name
 		proxy := httputil.NewSingleHostReverseProxy(backend)
-		handler := stripPrefix(r.StripPrefixes, http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
+		handler, err := chain(r, http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
 			rw.Header().Set("X-Edge-Route", name)
 			proxy.ServeHTTP(rw, req)
 		}))
-		if r.RateLimit != nil {
-			limited, err := ratelimiter.New(context.Background(), handler, *r.RateLimit, name+"-rate-limit")
-			if err != nil {
-				return fmt.Errorf("route %s: rate limit: %w", r.Name, err)
-			}
-			handler = limited
+		if err != nil {
+			return err
 		}
 		if err := mux.AddRoute(r.Rule, "", traefikhttp.GetRulePriority(r.Rule), "kubernetescrd", handler); err != nil {
 			return fmt.Errorf("route %s: rule %q: %w", r.Name, r.Rule, err)

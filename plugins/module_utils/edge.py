@@ -44,6 +44,10 @@ def route_rule(host, prefix, paths=None):
 
 
 RATE_LIMIT_KEY = "Authorization"
+# The other request headers LiteLLM 1.110 takes a key from (litellm/types/proxy/auth/special_headers.py), read
+# before Authorization or without it: removed at the edge, so that the key the rate limit counts is the key
+# LiteLLM checks (a client could otherwise send its key in one and a new Authorization each time).
+OTHER_KEY_HEADERS = ("x-litellm-api-key", "API-Key", "x-api-key", "x-goog-api-key", "Ocp-Apim-Subscription-Key")
 
 
 def traefik_manifests(p):
@@ -80,8 +84,10 @@ def traefik_manifests(p):
             },
         ),
         middleware("redirect-https", {"redirectScheme": {"scheme": "https", "permanent": True}}),
+        # An empty value removes the header (Traefik's headers middleware).
+        middleware("key-header", {"headers": {"customRequestHeaders": {h: "" for h in OTHER_KEY_HEADERS}}}),
     ]
-    chain = [{"name": "%s-rate-limit" % name}]
+    chain = [{"name": "%s-key-header" % name}, {"name": "%s-rate-limit" % name}]
     if p["path_prefix"] and p["path_prefix"] != "/":
         out.append(middleware("strip-prefix", {"stripPrefix": {"prefixes": [p["path_prefix"]]}}))
         chain.append({"name": "%s-strip-prefix" % name})

@@ -240,7 +240,12 @@ def expected_count(name, labels, expected, replicas, capacity=None):
                 physical,
                 "%d MIG slices + %d whole GPU(s) x %d replicas" % (mig, whole, replicas),
             )
+        if strategy == "single":  # the device plugin time-slices each MIG device like a GPU
+            return mig * replicas, physical, "%d MIG slices x %d replicas" % (mig, replicas)
         return mig, physical, "%d MIG slices" % mig
+    if isinstance(entry, dict) and physical is not None:
+        # The hardware says no MIG: labels left from an earlier MIG setup must not replace what nvidia-smi saw.
+        return physical * replicas, physical, "%d GPUs x %d replicas" % (physical, replicas)
     if strategy == "single":
         devices = _label_int(labels, "nvidia.com/gpu.count")
         if devices is None:

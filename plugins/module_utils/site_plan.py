@@ -56,6 +56,7 @@ VARIABLES = (
     "autoscaling_gateway_min_replicas",
     "autoscaling_gateway_max_replicas",
     "autoscaling_model_max_replicas",
+    "autoscaling_service_monitors",
     "traefik_host",
     "traefik_namespace",
     "traefik_tls_secret",
@@ -245,6 +246,37 @@ def setting_problems(values, models, secrets):
                 "GATEWAY",
                 "vllm_models",
                 ["the gateway has no model to route to: add vllm_models or nim_models, or disable litellm"],
+            )
+    if (
+        values.get("autoscaling_engine") == "keda"
+        and _truthy(values.get("autoscaling_service_monitors"))
+        and not _truthy(values.get("monitoring_enabled"))
+    ):
+        out.append(
+            problem(
+                "AUTOSCALING",
+                SITE,
+                "autoscaling_service_monitors",
+                "KEDA's ServiceMonitors are asked for but monitoring_enabled is false: KEDA is handed to K3s only once "
+                "the ServiceMonitor CRD is served, which nothing of this site installs (the run waits "
+                "manifests_crd_timeout, then fails)",
+                "set autoscaling_service_monitors to false, enable monitoring, or install the Prometheus Operator first",
+                "warning",
+            )
+        )
+    for model in models:
+        tag = str(model.get("image") or "").rpartition(":")[2].split(".")[0]
+        if model["server"] == "nim" and tag.isdigit() and int(tag) < 2:
+            out.append(
+                problem(
+                    "MODEL",
+                    SITE,
+                    "nim_models",
+                    "%s: NIM %s images do not read NIM_PASSTHROUGH_ARGS, so a stopping pod gets the preStop sleep, "
+                    "not shutdown_timeout, to finish its requests" % (model.get("served_name"), tag),
+                    "use a NIM 2.x image, or accept that a rollout or drain cuts long generations",
+                    "warning",
+                )
             )
     if any(m["server"] == "nim" for m in models) and not _truthy(values.get("nim_store_read_only", True)):
         # Writing needs the store to belong to the pods' user: an fsGroup would have the kubelet re-own every

@@ -344,10 +344,17 @@ def nim_manifests(models, site, defaults):
                 "NIM_LOG_LEVEL": "INFO",
                 "NIM_SERVER_PORT": str(model["port"]),
                 "HF_HUB_OFFLINE": "1",
-                # NIM 2.x hands these to its vLLM engine (NIM_PASSTHROUGH_ARGS): finish the requests in flight on
-                # SIGTERM within the pod's grace period, as the vLLM servers do.
-                "NIM_PASSTHROUGH_ARGS": "--shutdown-timeout %d" % int(model["shutdown_timeout"]),
                 **(model.get("env") or {}),
+                # NIM 2.x hands these to its vLLM engine: finish the requests in flight on SIGTERM within the pod's
+                # grace period, as the vLLM servers do (after the model's own passthrough arguments, if any).
+                "NIM_PASSTHROUGH_ARGS": " ".join(
+                    a
+                    for a in (
+                        str((model.get("env") or {}).get("NIM_PASSTHROUGH_ARGS", "")).strip(),
+                        "--shutdown-timeout %d" % int(model["shutdown_timeout"]),
+                    )
+                    if a
+                ),
             },
             # NVIDIA's air-gap mode: the cache is filled beforehand and NIM gets no NGC key unless it may download.
             "env_secrets": (

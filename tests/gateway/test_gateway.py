@@ -13,6 +13,7 @@ whose rendered rateLimit has its average and burst lowered, so that a bounded lo
 network policies are not part of this test (the live tests apply the policies).
 """
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -67,8 +68,9 @@ ADMIN = [
     ("GET", "/v1/chat/completions/../../key/list"),
 ]
 DEADLINE = 120  # seconds for a process to answer
-# The throttled edge's rate limit: the rendered one (its sourceCriterion) with this average and burst per second.
-THROTTLED = {"average": 2, "burst": 3}
+# The throttled edge's rate limit: the rendered one (its sourceCriterion) with this average, burst and period (a
+# token every 20 s: a bounded loop spends the burst whatever LiteLLM's answer time).
+THROTTLED = {"average": 3, "burst": 3, "period": "1m"}
 
 
 def free_port():
@@ -205,19 +207,16 @@ def gateway(request, tmp_path_factory):
         entry["litellm_params"]["api_base"] = "http://127.0.0.1:%d/v1" % server.server_address[1]
     port, master_key = free_port(), "sk-" + secrets.token_hex(24)
     log = open(tmp / "litellm.log", "w")  # noqa: SIM115 (closed at teardown)
-    litellm_cm = litellm_as_its_pod(deployment, config, tmp / "config", port, master_key, log)
-    litellm = litellm_cm.__enter__()
+    stack = contextlib.ExitStack()  # LiteLLM runs from here to the teardown, whatever fails in between
 
-    # Traefik's router with the rendered rule, the route's rate limit and the prefixes of its strip-prefix
-    # Middleware; a second edge with the same rate limit lowered (see the module docstring).
+    # Traefik's router with the rendered rule and the route's Middlewares in its order (key headers, rate limit,
+    # prefix strip); a second edge with the rate limit lowered (see the module docstring).
     rendered_route = route["spec"]["routes"][0]
-    strip, limit = [], None
-    for ref in rendered_route.get("middlewares", []):
-        strip += middlewares[ref["name"]].get("stripPrefix", {}).get("prefixes", [])
-        limit = middlewares[ref["name"]].get("rateLimit", limit)
-    assert limit, "the HTTPS route has no rate limit"
-    lowered = dict(limit, average=THROTTLED["average"], burst=THROTTLED["burst"], period="1s")
-    edges, edge_ports = [], []
+    chain = [middlewares[ref["name"]] for ref in rendered_route.get("middlewares", [])]
+    strip = [p for spec in chain for p in spec.get("stripPrefix", {}).get("prefixes", [])]
+    (limit,) = [spec["rateLimit"] for spec in chain if "rateLimit" in spec]
+    lowered = dict(limit, **THROTTLED)
+    edges, edge_ports, edge_configs = [], [], []
     for suffix, rate_limit in (("", limit), ("-throttled", lowered)):
         edge_port = free_port()
         edge_config = tmp / ("edge%s.json" % suffix)
@@ -229,20 +228,24 @@ def gateway(request, tmp_path_factory):
                         {
                             "name": route["metadata"]["name"],
                             "rule": rendered_route["match"],
-                            "strip_prefixes": strip,
                             "backend": "http://127.0.0.1:%d" % port,
-                            "rate_limit": rate_limit,
+                            "middlewares": [
+                                dict(spec, rateLimit=rate_limit) if "rateLimit" in spec else spec for spec in chain
+                            ],
                         }
                     ],
                 }
             )
         )
         edge_ports.append(edge_port)
-        edges.append(
-            subprocess.Popen([str(edgebuild.edge_path()), str(edge_config)], stdout=log, stderr=subprocess.STDOUT)
-        )
+        edge_configs.append(edge_config)
     edge_port, throttled_port = edge_ports
     try:
+        litellm = stack.enter_context(litellm_as_its_pod(deployment, config, tmp / "config", port, master_key, log))
+        for edge_config in edge_configs:
+            edges.append(
+                subprocess.Popen([str(edgebuild.edge_path()), str(edge_config)], stdout=log, stderr=subprocess.STDOUT)
+            )
         for edge, edge_port_ in zip(edges, edge_ports):
             wait_for("http://127.0.0.1:%d/" % edge_port_, edge, "the edge")
         wait_for("http://127.0.0.1:%d/health/liveliness" % port, litellm, "LiteLLM")
@@ -272,7 +275,7 @@ def gateway(request, tmp_path_factory):
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        litellm_cm.__exit__(None, None, None)
+        stack.close()
         for server in servers:
             server.shutdown()
         log.close()
@@ -456,3 +459,32 @@ def test_litellm_finishes_the_requests_in_flight_on_sigterm(gateway, tmp_path):
     assert answers and answers[0][0] == 200, (answers, (tmp_path / "litellm.log").read_text()[-3000:])
     assert json.loads(answers[0][2])["choices"][0]["message"]["content"] == "stand-in for %s" % model
     assert exited < timeout + 15, exited
+
+
+def test_a_key_in_another_header_does_not_escape_the_rate_limit(gateway):
+    """LiteLLM also takes a key from x-litellm-api-key (read before Authorization), x-api-key and others: the edge
+    removes them, so a client cannot send its key there and a new Authorization each time for a fresh budget."""
+    body = {"model": gateway["models"][0], "messages": [{"role": "user", "content": "ping"}], "max_tokens": 4}
+    for header in ("x-litellm-api-key", "x-api-key", "API-Key"):
+        direct = urllib.request.Request(
+            gateway["direct"] + "/v1/chat/completions", data=json.dumps(body).encode(), method="POST"
+        )
+        public = urllib.request.Request(
+            gateway["public"] + "/v1/chat/completions", data=json.dumps(body).encode(), method="POST"
+        )
+        for req in (direct, public):
+            req.add_header("Content-Type", "application/json")
+            req.add_header(header, gateway["key"])
+            req.add_header("Authorization", "Bearer sk-" + secrets.token_hex(24))
+        public.add_header("Host", gateway["host"])
+        statuses = []
+        for req in (direct, public):
+            try:
+                with urllib.request.urlopen(req, timeout=30) as resp:
+                    statuses.append(resp.status)
+            except urllib.error.HTTPError as err:
+                statuses.append(err.code)
+        # LiteLLM itself accepts the key there; through the edge only the (random) Authorization reaches it.
+        assert statuses[1] in (400, 401), (header, statuses)
+        if header == "x-litellm-api-key":
+            assert statuses[0] == 200, (header, statuses)

@@ -41,8 +41,6 @@ def test_keda_is_handed_over_only_once_the_service_monitor_crd_is_served(live, t
     proc, _result = run_playbook("node_labels.yml", inventory, live, extra=["-e", json.dumps(SECRETS)])
     assert proc.returncode == 0, proc.stdout[-3000:]
     saved = served_again(live.get("crd", CRD))
-    live.kubectl("delete", "helmchart", "-n", "kube-system", "keda", "--ignore-not-found", "--wait=true")
-    live.kubectl("delete", "crd", CRD, "--wait=true", "--timeout=60s")
     extra = [
         "-e",
         json.dumps({**SECRETS, "aiinfra_namespace": NAMESPACE}),
@@ -58,25 +56,35 @@ def test_keda_is_handed_over_only_once_the_service_monitor_crd_is_served(live, t
         target=lambda: outcome.update(run=run_playbook("apply.yml", inventory, live, extra=extra)), daemon=True
     )
     try:
+        live.kubectl("delete", "helmchart", "-n", "kube-system", "keda", "--ignore-not-found", "--wait=true")
+        live.kubectl("delete", "crd", CRD, "--wait=true", "--timeout=60s")
         runner.start()
-        # While the CRD is away, the components before KEDA are applied and KEDA is not.
+        # While the CRD is away, every component before KEDA is applied (the network policies come last) and KEDA
+        # is not.
         live.wait_until(
-            "the gateway applied",
-            lambda: live.kubectl("get", "deployment", "-n", NAMESPACE, "litellm-ha", check=False).returncode == 0,
-            timeout=180,
+            "the network policies applied",
+            lambda: live.items("networkpolicies", "-n", NAMESPACE),
+            timeout=240,
         )
         deadline = time.monotonic() + HOLD_SECONDS
         while time.monotonic() < deadline:
             keda = live.kubectl("get", "helmchart", "-n", "kube-system", "keda", check=False)
             assert keda.returncode != 0, "the KEDA HelmChart was applied before the ServiceMonitor CRD was served"
-            assert runner.is_alive(), outcome["run"][0].stdout[-4000:]
+            assert runner.is_alive(), "apply.yml ended while the CRD was away: %s" % outcome.get("run")
             time.sleep(1)
-    finally:
         live.apply([saved])  # kube-prometheus-stack's part: the CRD is served again
         runner.join(timeout=300)
-    proc, _result = outcome["run"]
-    assert proc.returncode == 0, proc.stdout[-4000:]
-    crd = live.get("crd", CRD)
-    chart = live.get("helmchart", "-n", "kube-system", "keda")
-    assert chart["metadata"]["creationTimestamp"] >= crd["metadata"]["creationTimestamp"]
-    live.remove_site(NAMESPACE)
+        assert "run" in outcome, "apply.yml did not finish within 300 s of the CRD's return"
+        proc, _result = outcome["run"]
+        assert proc.returncode == 0, proc.stdout[-4000:]
+        crd = live.get("crd", CRD)
+        chart = live.get("helmchart", "-n", "kube-system", "keda")
+        assert chart["metadata"]["creationTimestamp"] >= crd["metadata"]["creationTimestamp"]
+    finally:
+        # Whatever happened: the CRD back for the other tests, this site's objects gone.
+        if live.kubectl("get", "crd", CRD, check=False).returncode != 0:
+            live.apply([saved])
+        if runner.ident is not None:
+            runner.join(timeout=300)
+        live.kubectl("delete", "helmchart", "-n", "kube-system", "keda", "--ignore-not-found", "--wait=true")
+        live.remove_site(NAMESPACE)

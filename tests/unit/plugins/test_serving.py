@@ -804,6 +804,11 @@ def test_airgap_without_digests_is_refused_with_every_chart_named():
             "a: termination_grace_period 120 is shorter than the preStop sleep (15 s) + shutdown_timeout (300 s)",
         ),
         (
+            [{"served_name": "a", "path": "m", "extra_args": ["--shutdown-timeout=5"]}],
+            {"g1": 1},
+            "a: --shutdown-timeout is set in extra_args or NIM_PASSTHROUGH_ARGS",
+        ),
+        (
             [{"served_name": "a", "path": "m", "termination_grace_period": 20}],
             {"g1": 1},
             "a: shutdown_timeout is -10",
@@ -843,6 +848,25 @@ def test_the_drain_fits_the_grace_period(model, shutdown, grace):
     pod = sts["spec"]["template"]
     assert drain_fits(pod, pod["spec"]["containers"][0], 15)
     assert pod["spec"]["terminationGracePeriodSeconds"] == grace
+
+
+def test_nim_keeps_its_own_passthrough_arguments_and_drains():
+    nim = {"served_name": "n", "image": NIM_IMAGE, "env": {"NIM_PASSTHROUGH_ARGS": "--max-num-seqs 8"}}
+    defaults = {
+        "store_mount": "/opt/nim/.cache",
+        "store": {"storage_class": "s", "size": "1Gi"},
+        "shm_size": "1Gi",
+        "resources": {},
+        "ngc_secret": "ngc-api",
+        "pull_secret": "ngc-registry",
+        "max_replicas": 4,
+        "metric": {"cpu": 70},
+        "store_read_only": True,
+    }
+    site = {"namespace": "ns", "gpu_node_selector": {}, "gpu_toleration_key": "nvidia.com/gpu"}
+    (sts,) = [o for o in wl.nim_manifests([nim], site, defaults) if o["kind"] == "StatefulSet"]
+    env = {e["name"]: e.get("value") for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["NIM_PASSTHROUGH_ARGS"] == "--max-num-seqs 8 --shutdown-timeout 90"
 
 
 def test_time_slicing_classes_count_in_the_capacity():
