@@ -151,24 +151,6 @@ class StandIn(BaseHTTPRequestHandler):
         pass
 
 
-def render(site_id, tmp):
-    site = SITES[site_id]
-    if "inventory" in site:
-        inventory = site["inventory"]
-    else:
-        (tmp / "inventory").mkdir()
-        inventory = helpers.write_site(
-            tmp / "inventory", site["servers"], site["gpu_nodes"], site["group_vars"], classes=site.get("classes")
-        )
-    out = tmp / "rendered"
-    proc = helpers.run_playbook("render.yml", inventory, callback="default", extra=["-e", "render_dir=%s" % out])[0]
-    assert proc.returncode == 0, proc.stdout[-3000:]
-    docs = []
-    for path in sorted(out.glob("*.yaml")):
-        docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
-    return docs
-
-
 def one(docs, kind, name=None, pred=None):
     found = [
         d
@@ -184,7 +166,7 @@ def gateway(request, tmp_path_factory):
     if not LITELLM.exists():
         pytest.fail("the LiteLLM proxy is not installed: run `make gateway` (it installs .cache/litellm-venv)")
     tmp = tmp_path_factory.mktemp(request.param)
-    docs = render(request.param, tmp)
+    docs = helpers.render_site(SITES[request.param], tmp)
     deployment = one(
         docs, "Deployment", pred=lambda d: d["metadata"]["labels"].get("app.kubernetes.io/component") == "gateway"
     )

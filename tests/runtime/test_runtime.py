@@ -35,7 +35,7 @@ VLLM = runtime.VLLM_VENV.resolve() / "bin" / "vllm"
 PYTHON = runtime.VLLM_VENV.resolve() / "bin" / "python"
 LIVE_SITES = {s["id"]: s for s in yaml.safe_load((ROOT / "tests" / "live" / "sites.yml").read_text())}
 # The example operators copy (one model) and the largest test site (tensor parallelism, time-slicing, NIM beside).
-SITES = {"example": None, "full": LIVE_SITES["full"]}
+SITES = {"example": ROOT / "inventories" / "example", "full": LIVE_SITES["full"]}
 # A model directory as vLLM reads it first (a tiny Llama config; no weights, nothing is loaded).
 MODEL_CONFIG = {
     "architectures": ["LlamaForCausalLM"],
@@ -55,27 +55,9 @@ EARLY_FAILURES = ("getpwuid", "Read-only file system", "Permission denied", "unr
 NO_GPU = "RuntimeError: Failed to infer device type"
 
 
-def render(site_id, tmp):
-    site = SITES[site_id]
-    if site is None:
-        inventory = ROOT / "inventories" / site_id
-    else:
-        (tmp / "inventory").mkdir()
-        inventory = helpers.write_site(
-            tmp / "inventory", site["servers"], site["gpu_nodes"], site["group_vars"], classes=site.get("classes")
-        )
-    out = tmp / "rendered"
-    proc = helpers.run_playbook("render.yml", inventory, callback="default", extra=["-e", "render_dir=%s" % out])[0]
-    assert proc.returncode == 0, proc.stdout[-3000:]
-    docs = []
-    for path in sorted(out.glob("*.yaml")):
-        docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
-    return docs
-
-
 def pods(site_id, tmp):
     """Each rendered vLLM server as the sandbox runs it: name, argv, env, uid, volumes, and the pod spec."""
-    docs = render(site_id, tmp)
+    docs = helpers.render_site(SITES[site_id], tmp)
     config_maps = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ConfigMap"}
     out = []
     for sts in docs:

@@ -104,3 +104,22 @@ def write_site(directory, servers, gpu_nodes, group_vars=None, link_lab=False, c
         (directory / "group_vars").mkdir()
         (directory / "group_vars" / "all.yml").write_text(yaml.safe_dump(group_vars or {}))
     return directory
+
+
+def render_site(site, tmp):
+    """Every object render.yml writes for a site: an inventory directory, or a site of tests/live/sites.yml (its
+    inventory written under tmp)."""
+    if isinstance(site, dict) and "inventory" not in site:
+        (tmp / "inventory").mkdir()
+        inventory = write_site(
+            tmp / "inventory", site["servers"], site["gpu_nodes"], site["group_vars"], classes=site.get("classes")
+        )
+    else:
+        inventory = site["inventory"] if isinstance(site, dict) else site
+    out = tmp / "rendered"
+    proc = run_playbook("render.yml", inventory, callback="default", extra=["-e", "render_dir=%s" % out])[0]
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    docs = []
+    for path in sorted(out.glob("*.yaml")):
+        docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return docs
