@@ -153,7 +153,10 @@ def drain_problems(name, model):
     shutdown = as_int(model.get("shutdown_timeout"), -1)
     grace = as_int(model.get("termination_grace_period"), -1)
     passthrough = str((model.get("env") or {}).get("NIM_PASSTHROUGH_ARGS", "")).split()
-    if any(str(a).split("=")[0] == "--shutdown-timeout" for a in list(model.get("extra_args") or []) + passthrough):
+    if any(
+        str(a).split("=", maxsplit=1)[0] == "--shutdown-timeout"
+        for a in list(model.get("extra_args") or []) + passthrough
+    ):
         return [
             "%s: --shutdown-timeout is set in extra_args or NIM_PASSTHROUGH_ARGS, where the grace-period check does "
             "not see it: set the model's shutdown_timeout instead" % name
