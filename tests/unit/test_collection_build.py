@@ -113,3 +113,19 @@ def test_installed_playbooks_run_by_name(installed, playbook):
         assert (out / "vllm.yaml").is_file() and (out / "litellm.yaml").is_file()
     else:
         assert "Inventory sound: 1 server(s), 1 agent(s), 1 GPU node(s)" in " ".join(proc.stdout.split())
+
+
+def test_no_plugin_claims_a_release_the_collection_has_not_had():
+    """Until a release is in the changelog, everything is new in galaxy.yml's version: a version_added above it
+    (or of a release never made) would tell users of a history that does not exist."""
+    version = yaml.safe_load((ROOT / "galaxy.yml").read_text())["version"]
+    released = set((yaml.safe_load((ROOT / "changelogs" / "changelog.yaml").read_text()) or {}).get("releases") or {})
+    allowed = released | {version}
+    wrong = []
+    for path in sorted((ROOT / "plugins").rglob("*.py")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if line.strip().startswith("version_added:"):
+                added = line.split(":", 1)[1].strip().strip("'\"")
+                if added not in allowed:
+                    wrong.append("%s:%d: %s" % (path.relative_to(ROOT), number, added))
+    assert not wrong, "version_added not in %s: %s" % (sorted(allowed), wrong)
