@@ -125,18 +125,20 @@ def sandbox_script(newroot, uid, argv, env, binds, workdir="/"):
             # Read-only at once: no later mkdir can reach the host's own directory.
             lines += ["mkdir -p %s" % q(newroot + path), "mount --bind %s %s" % (q(path), q(newroot + path))]
             lines.append("mount -o remount,bind,ro %s" % q(newroot + path))
+    lines += [
+        "mkdir -p %s/proc %s/dev %s/tmp" % ((q(newroot),) * 3),
+        "mount -t proc proc %s/proc" % q(newroot),
+        "mount --rbind /dev %s/dev" % q(newroot),
+        # The pod's writable places: the emptyDir /tmp and the memory-backed /dev/shm. Before the binds, so that
+        # a venv or a volume whose path is under /tmp (a checkout there) lands on top of it, not under it.
+        "mount -t tmpfs -o mode=1777 tmp %s/tmp" % q(newroot),
+        "mkdir -p %s/dev/shm" % q(newroot),
+        "mount -t tmpfs -o mode=1777 shm %s/dev/shm" % q(newroot),
+    ]
     for src, dst, read_only in binds:
         bind(src, dst, read_only)
     lines += ["mount -o remount,bind,ro %s" % q(target) for target in read_only_targets]
-    lines += [
-        "mkdir -p %s/proc %s/dev %s/tmp %s/dev/shm" % ((q(newroot),) * 4),
-        "mount -t proc proc %s/proc" % q(newroot),
-        "mount --rbind /dev %s/dev" % q(newroot),
-        # The pod's writable places: the emptyDir /tmp and the memory-backed /dev/shm.
-        "mount -t tmpfs -o mode=1777 tmp %s/tmp" % q(newroot),
-        "mount -t tmpfs -o mode=1777 shm %s/dev/shm" % q(newroot),
-        "mount -o remount,ro sandbox-root %s" % q(newroot),
-    ]
+    lines.append("mount -o remount,ro sandbox-root %s" % q(newroot))
     env_args = " ".join(q("%s=%s" % (k, v)) for k, v in sorted(env.items()))
     lines.append(
         "exec chroot %s /usr/bin/setpriv --reuid=%d --regid=%d --clear-groups --no-new-privs /usr/bin/env -i %s "
