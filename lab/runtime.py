@@ -44,11 +44,17 @@ def log(msg):
 
 
 def python312():
-    """A Python 3.12 interpreter (PATH, then pyenv), as `make venv` finds one."""
-    candidates = [shutil.which(p) for p in PYTHONS]
-    candidates += sorted(str(p) for p in Path.home().glob(".pyenv/versions/3.12*/bin/python3.12"))
+    """A Python 3.12 interpreter that runs (pyenv's versions first: its shims exist on PATH but fail unless the
+    version is selected), as `make venv` finds one."""
+    candidates = sorted(str(p) for p in Path.home().glob(".pyenv/versions/3.12*/bin/python3.12"))
+    candidates += [shutil.which(p) for p in PYTHONS]
     for cand in candidates:
-        if cand and Path(cand).exists():
+        if not cand:
+            continue
+        probe = subprocess.run(
+            [cand, "-c", "import sys; sys.exit(sys.version_info[:2] != (3, 12))"], capture_output=True, check=False
+        )
+        if probe.returncode == 0:
             return cand
     raise RuntimeError_(
         "Python 3.12 not found (the vLLM image's Python): apt-get install python3.12 or pyenv install 3.12"
