@@ -190,7 +190,8 @@ def test_serving_manifests_wait_on_the_first_server(host):
     ]
     assert set(kinds_in(host, "network-policies")) == {"NetworkPolicy"}
     assert kinds_in(host, "autoscaling") == ["Namespace", "HelmChart", "ScaledObject", "ScaledObject"]
-    assert kinds_in(host, "traefik") == ["Middleware"] * 3 + ["IngressRoute"] * 2 + ["HelmChartConfig"]
+    # Rate limit, HTTPS redirect, the other key headers removed, prefix strip.
+    assert kinds_in(host, "traefik") == ["Middleware"] * 4 + ["IngressRoute"] * 2 + ["HelmChartConfig"]
     assert kinds_in(host, "cert-manager") == (
         ["Namespace", "HelmChart", "ClusterIssuer", "Certificate", "ClusterIssuer", "Certificate"]
     )
