@@ -106,7 +106,7 @@ def interpreter_home(venv):
 
 
 def sandbox_script(newroot, uid, argv, env, binds, workdir="/"):
-    """The shell script (run by `unshare --mount --fork sh -c`) that builds the read-only root in newroot and execs
+    """The shell script (run by `unshare --mount --pid --ipc --fork sh -c`) that builds the read-only root in newroot and execs
     argv in it as uid with exactly env.
 
     binds: [(host path, path in the sandbox, read_only)]: the pod's volumes and the server's own files."""
