@@ -61,7 +61,7 @@ def test_outage_mid_stream_is_measured(server):
     phases = [{"name": "baseline", "start": time.time()}]
     result = {}
     load = threading.Thread(
-        target=lambda: result.setdefault("records", drill.run_load(url, 20, 3.0, 1000, timeout=0.5))
+        target=lambda: result.setdefault("records", drill.run_load(url, 20, 3.5, 1000, timeout=0.5))
     )
     load.start()
     time.sleep(1.0)
@@ -69,10 +69,14 @@ def test_outage_mid_stream_is_measured(server):
     server.stop()
     time.sleep(0.8)
     server.start()  # same port
+    phases.append({"name": "restarting", "start": time.time()})
+    # A request sent just before the restart may still end (refused, or at its 0.5 s timeout on a loaded CI
+    # machine) after it: "recovered" starts once every such request is over.
+    time.sleep(0.6)
     phases.append({"name": "recovered", "start": time.time()})
     load.join(timeout=15)
     records = result["records"]
-    assert 50 <= len(records) <= 61  # 20/s for 3 s, bounded
+    assert 60 <= len(records) <= 71  # 20/s for 3.5 s, bounded
     report = {p["phase"]: p for p in drill_report.availability(records, phases)}
     assert report["baseline"]["availability"] == 100.0
     down = report["gateway-down"]
@@ -80,7 +84,9 @@ def test_outage_mid_stream_is_measured(server):
     assert 0.5 <= down["longest_outage_s"] <= 1.5  # the server was away for 0.8 s
     assert report["recovered"]["availability"] == 100.0
     assert report["baseline"]["p95_latency_s"] < 0.5
-    assert [p["phase"] for p in drill_report.failing_phases(list(report.values()), 99.0)] == ["gateway-down"]
+    assert report["recovered"]["requests"] >= 8
+    failing = [p["phase"] for p in drill_report.failing_phases(list(report.values()), 99.0)]
+    assert "gateway-down" in failing and not {"baseline", "recovered"} & set(failing)
 
 
 def test_load_is_bounded_in_count_and_time(server):
