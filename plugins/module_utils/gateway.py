@@ -5,7 +5,12 @@
 names exactly the models and Services the site deploys."""
 
 import hashlib
+import hmac
+import inspect
+import json
 
+from ansible_collections.aiinfra.k3s.plugins.module_utils import consumer_auth
+from ansible_collections.aiinfra.k3s.plugins.module_utils.consumers import consumer_records
 from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
     RUN_AS_USER,
     disruption_budget,
@@ -19,7 +24,14 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
 
 PLACEMENTS = ("cpu", "gpu", "any")
 WEAK_WORDS = ("1234", "change", "example", "password", "secret", "test", "default", "master", "litellm")
-CONFIG_FILE = "/etc/litellm/config.yaml"
+CONFIG_DIR = "/etc/litellm"
+CONFIG_FILE = CONFIG_DIR + "/config.yaml"
+# The auth hook (consumer_auth.py) sits next to config.yaml, where LiteLLM loads general_settings.custom_auth from;
+# the consumers' key hashes are a Secret mounted beside it.
+HOOK_MODULE = "aiinfra_auth"
+CONSUMERS_DIR = "/etc/litellm-consumers"
+CONSUMERS_FILE = CONSUMERS_DIR + "/" + consumer_auth.CONSUMERS_NAME
+REDIS_UID = 999  # the redis user of the official image
 # How a gateway pod stops: out of the Service's endpoints, a preStop sleep while they settle, then SIGTERM, after
 # which LiteLLM (uvicorn) finishes the requests in flight for GRACEFUL_SHUTDOWN_TIMEOUT seconds (LiteLLM 1.110's
 # default is 30) and exits; the grace period holds the three with a margin to exit.
@@ -31,7 +43,7 @@ SHUTDOWN_SECONDS = 35
 def gateway_config(routes, settings):
     """LiteLLM proxy config.yaml as data. The master key is read from the environment (a Secret)."""
     models = [r["model"] for r in routes]
-    return {
+    config = {
         "model_list": [
             {
                 "model_name": r["model"],
@@ -40,6 +52,7 @@ def gateway_config(routes, settings):
                     "api_base": "http://%s.%s.svc.cluster.local:%s/v1" % (r["service"], r["namespace"], r["port"]),
                     "timeout": int(settings["request_timeout"]),
                 },
+                **model_prices((settings.get("prices") or {}).get(r["model"])),
             }
             for r in routes
         ],
@@ -55,8 +68,43 @@ def gateway_config(routes, settings):
             # namespace and the Traefik pods to the gateway's port, and Traefik routes only the public paths.
             "require_auth_for_metrics_endpoint": False,
         },
-        "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY"},
+        "general_settings": {
+            "master_key": "os.environ/LITELLM_MASTER_KEY",
+            # Every key is checked by the collection's hook (consumers by hash, the master key as admin); LiteLLM's
+            # own checks then run on the hook's answer: the consumer's model list and limits, and no admin route.
+            "custom_auth": HOOK_MODULE + ".user_api_key_auth",
+            "custom_auth_run_common_checks": True,
+        },
         "router_settings": {"routing_strategy": "least-busy"},
+    }
+    config["litellm_settings"]["enable_post_custom_auth_checks"] = True
+    config["general_settings"].update(redis_settings(settings.get("limits") or {}))
+    return config
+
+
+def model_prices(price):
+    """model_info with the model's token prices, which LiteLLM counts each key's spend with (else 0)."""
+    if not price:
+        return {}
+    return {
+        "model_info": {
+            "input_cost_per_token": float(price["prompt"]),
+            "output_cost_per_token": float(price["completion"]),
+        }
+    }
+
+
+def redis_settings(limits):
+    """The Redis LiteLLM 1.110 counts rate limits in (general_settings.coordination_redis): every replica sees
+    the same counters. Without it each replica counts alone. The password comes from the environment (a Secret)."""
+    if limits.get("store") != "redis":
+        return {}
+    return {
+        "coordination_redis": {
+            "host": limits["host"],
+            "port": int(limits["port"]),
+            "password": "os.environ/REDIS_PASSWORD",
+        }
     }
 
 
@@ -97,6 +145,8 @@ def gateway_manifests(routes, params):
     labels = labels_for(name, "gateway")
     selector = {"app.kubernetes.io/name": name}
     config = dump_yaml(gateway_config(routes, params))
+    hook = hook_source()
+    records = consumers_file(params.get("consumers") or [])
     port = int(params["port"])
 
     def probe(path, period, failures):
@@ -128,6 +178,8 @@ def gateway_manifests(routes, params):
                     # Use the cost map inside the image: no download at start (airgap, egress denied).
                     {"name": "LITELLM_LOCAL_MODEL_COST_MAP", "value": "True"},
                     {"name": "GRACEFUL_SHUTDOWN_TIMEOUT", "value": str(SHUTDOWN_SECONDS)},
+                    {"name": consumer_auth.CONSUMERS_ENV, "value": CONSUMERS_FILE},
+                    *redis_env(params),
                 ],
                 "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
                 "resources": params["resources"],
@@ -135,10 +187,16 @@ def gateway_manifests(routes, params):
                 "readinessProbe": probe("/health/readiness", 10, 3),
                 "livenessProbe": probe("/health/liveliness", 15, 4),
                 "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", "sleep %d" % PRESTOP_SECONDS]}}},
-                "volumeMounts": [{"name": "config", "mountPath": "/etc/litellm", "readOnly": True}],
+                "volumeMounts": [
+                    {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+                    {"name": "consumers", "mountPath": CONSUMERS_DIR, "readOnly": True},
+                ],
             }
         ],
-        "volumes": [{"name": "config", "configMap": {"name": name + "-config"}}],
+        "volumes": [
+            {"name": "config", "configMap": {"name": name + "-config"}},
+            {"name": "consumers", "secret": {"secretName": params["consumer_secret_name"]}},
+        ],
     }
     harden(pod, pod["containers"][0], params.get("run_as_user", RUN_AS_USER), "1Gi")
     pod.update(placement(params))
@@ -147,7 +205,10 @@ def gateway_manifests(routes, params):
         "prometheus.io/port": str(port),
         "prometheus.io/path": "/metrics/",
         # A new routing table rolls the pods (K3s re-applies the file; the pods would keep the old config).
-        "aiinfra.io/config-sha256": hashlib.sha256(config.encode()).hexdigest(),
+        "aiinfra.io/config-sha256": hashlib.sha256((config + hook).encode()).hexdigest(),
+        # A revoked or new consumer rolls the pods too, so the converge ends with every replica on the new list
+        # (the hook also re-reads the file when the kubelet updates the Secret in place).
+        "aiinfra.io/consumers-sha256": hashlib.sha256(records.encode()).hexdigest(),
     }
     if params.get("secret_sha256"):
         # Same for a new master key: the digest of a random 32+ character key reveals nothing usable.
@@ -172,7 +233,7 @@ def gateway_manifests(routes, params):
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": name + "-config", "namespace": ns, "labels": labels},
-            "data": {"config.yaml": config},
+            "data": {"config.yaml": config, HOOK_MODULE + ".py": hook},
         },
         deployment,
         {
@@ -186,16 +247,145 @@ def gateway_manifests(routes, params):
             },
         },
         disruption_budget(name, ns, labels),
+        *redis_manifests(params),
     ]
 
 
+def hook_source():
+    """consumer_auth.py as the gateway loads it."""
+    return inspect.getsource(consumer_auth)
+
+
+def consumers_file(consumers):
+    """The consumers Secret's file: hashes (never keys), aliases, teams, models and limits."""
+    return json.dumps({"consumers": consumer_records(consumers)}, indent=1, sort_keys=True) + "\n"
+
+
+def redis_password(params, master_key):
+    """The Redis password: litellm_redis_password, else derived from the master key (HMAC-SHA256), so a site needs
+    no second secret for the Redis it deploys and rotating the master key rotates it."""
+    given = params.get("redis_password") or ""
+    if given:
+        return given
+    return hmac.new(master_key.encode(), b"aiinfra.k3s litellm redis", hashlib.sha256).hexdigest()
+
+
+def redis_env(params):
+    limits = params.get("limits") or {}
+    if limits.get("store") != "redis":
+        return []
+    return [
+        {
+            "name": "REDIS_PASSWORD",
+            "valueFrom": {"secretKeyRef": {"name": params["redis_secret_name"], "key": "password"}},
+        },
+    ]
+
+
+def redis_manifests(params):
+    """Deployment and Service of the Redis the gateway (and the edge's rate limit) count in, when the plan deploys
+    one. Counters only: no persistence (a restart resets the windows), a password (its Secret); the network
+    policies admit only the gateway and the ingress controller (network_policies role)."""
+    limits = params.get("limits") or {}
+    if limits.get("store") != "redis" or not limits.get("deploy"):
+        return []
+    name, ns = limits["name"], params["namespace"]
+    labels = labels_for(name, "rate-limit-store")
+    selector = {"app.kubernetes.io/name": name}
+    container = {
+        "name": "redis",
+        "image": params["redis_image"],
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["redis-server", "/etc/redis/redis.conf"],
+        "ports": [{"name": "redis", "containerPort": int(limits["port"]), "protocol": "TCP"}],
+        "resources": params["redis_resources"],
+        "readinessProbe": {"tcpSocket": {"port": "redis"}, "periodSeconds": 5, "failureThreshold": 3},
+        "livenessProbe": {"tcpSocket": {"port": "redis"}, "periodSeconds": 15, "failureThreshold": 4},
+        "volumeMounts": [{"name": "config", "mountPath": "/etc/redis", "readOnly": True}],
+    }
+    pod = {
+        "terminationGracePeriodSeconds": 10,
+        "enableServiceLinks": False,
+        "containers": [container],
+        "volumes": [{"name": "config", "secret": {"secretName": params["redis_secret_name"]}}],
+    }
+    harden(pod, container, REDIS_UID, "64Mi")
+    pod.update(placement(params))
+    return [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "spec": {
+                "replicas": 1,
+                "revisionHistoryLimit": 3,
+                "selector": {"matchLabels": selector},
+                "strategy": {"type": "Recreate"},
+                "template": {"metadata": {"labels": labels}, "spec": pod},
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "spec": {
+                "type": "ClusterIP",
+                "selector": selector,
+                "ports": [{"name": "redis", "port": int(limits["port"]), "targetPort": "redis", "protocol": "TCP"}],
+            },
+        },
+    ]
+
+
+def redis_config(password, port):
+    """redis.conf of the deployed Redis: counters in memory only, a password, no admin commands over the wire."""
+    lines = [
+        "port %d" % int(port),
+        "bind * -::*",
+        "protected-mode yes",
+        'save ""',
+        "appendonly no",
+        "dir /tmp",
+        "maxmemory 200mb",
+        "maxmemory-policy volatile-ttl",
+        'rename-command CONFIG ""',
+        'rename-command DEBUG ""',
+        'rename-command MODULE ""',
+        "requirepass " + password,
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def gateway_secret(params, master_key):
-    return secret(
-        params["secret_name"],
-        params["namespace"],
-        labels_for(params["deployment_name"], "credentials"),
-        {"LITELLM_MASTER_KEY": master_key},
+    """The master key's Secret, the consumers' and, with a Redis, the Redis password's (with the deployed Redis's
+    config)."""
+    out = [
+        secret(
+            params["secret_name"],
+            params["namespace"],
+            labels_for(params["deployment_name"], "credentials"),
+            {"LITELLM_MASTER_KEY": master_key},
+        )
+    ]
+    # The consumers' key hashes go with the secrets (applied through the API, never left in a plain file), though
+    # they are hashes of random keys.
+    out.append(
+        secret(
+            params["consumer_secret_name"],
+            params["namespace"],
+            labels_for(params["deployment_name"], "credentials"),
+            {consumer_auth.CONSUMERS_NAME: consumers_file(params.get("consumers") or [])},
+        )
     )
+    limits = params.get("limits") or {}
+    if limits.get("store") == "redis":
+        password = redis_password(params, master_key)
+        data = {"password": password}
+        if limits.get("deploy"):
+            data["redis.conf"] = redis_config(password, limits["port"])
+        labels = labels_for(limits.get("name") or params["deployment_name"], "credentials")
+        out.append(secret(params["redis_secret_name"], params["namespace"], labels, data))
+    return out
 
 
 def master_key_problems(key):

@@ -48,7 +48,8 @@ def _quantile(q, name):
 
 def rule_groups(p):
     """Prometheus rule groups. p: serving_namespace, prices ({model: {prompt, completion}} in USD per token),
-    gpu_temp_celsius, latency_p95_seconds, error_ratio, restarts_30m."""
+    gpu_temp_celsius, latency_p95_seconds, error_ratio, restarts_30m, consumers (optional: [{name, team,
+    spend_alert_usd_per_hour, ...}], see consumer_rules)."""
     p = plain(p)
     ns = p["serving_namespace"]
     watched = 'namespace=~"%s|gpu-operator|cert-manager"' % ns
@@ -174,8 +175,93 @@ def rule_groups(p):
     groups = [{"name": "aiinfra-serving.rules", "interval": "30s", "rules": recording}]
     if prices:
         groups.insert(0, {"name": "aiinfra-prices.rules", "rules": prices})
+    thresholds, consumer_alerts = _consumer_budgets(p.get("consumers") or [])
+    if thresholds:
+        groups.insert(0, {"name": "aiinfra-consumer-budgets.rules", "rules": thresholds})
+    groups.append({"name": "aiinfra-consumers.rules", "interval": "30s", "rules": consumer_rules()})
     groups.append({"name": "aiinfra-serving.alerts", "rules": alerts})
+    if consumer_alerts:
+        groups.append({"name": "aiinfra-consumers.alerts", "rules": consumer_alerts})
     return groups
+
+
+# The gateway (LiteLLM's prometheus callback) labels its series with the key's alias (api_key_alias: the consumer's
+# name) and the model name the consumer asked for (requested_model: the gateway's model group); litellm_spend_metric
+# is LiteLLM's own cost of each answer, priced from the model prices in the gateway config.
+_BY_CONSUMER_MODEL = "api_key_alias, requested_model"
+
+
+def consumer_rules():
+    """Recording rules of usage and cost by consumer (and model), for every key the gateway has seen."""
+    return [
+        {
+            "record": "aiinfra:consumer_model_spend_usd:rate1h",
+            "expr": "sum by (%s) (rate(litellm_spend_metric_total[1h])) * 3600" % _BY_CONSUMER_MODEL,
+        },
+        {
+            "record": "aiinfra:consumer_spend_usd:rate1h",
+            "expr": "sum by (api_key_alias) (rate(litellm_spend_metric_total[1h])) * 3600",
+        },
+        {
+            "record": "aiinfra:consumer_requests:rate5m",
+            "expr": "sum by (%s) (rate(litellm_proxy_total_requests_metric_total[5m]))" % _BY_CONSUMER_MODEL,
+        },
+        {
+            "record": "aiinfra:consumer_input_tokens:rate1h",
+            "expr": "sum by (%s) (rate(litellm_input_tokens_metric_total[1h])) * 3600" % _BY_CONSUMER_MODEL,
+        },
+        {
+            "record": "aiinfra:consumer_output_tokens:rate1h",
+            "expr": "sum by (%s) (rate(litellm_output_tokens_metric_total[1h])) * 3600" % _BY_CONSUMER_MODEL,
+        },
+        {
+            "record": "aiinfra:consumer_failed_requests:rate5m",
+            "expr": "sum by (%s, exception_status) (rate(litellm_proxy_failed_requests_metric_total[5m]))"
+            % _BY_CONSUMER_MODEL,
+        },
+        {
+            # 429: the key passed its rpm or tpm limit at the gateway.
+            "record": "aiinfra:consumer_throttled_requests:rate5m",
+            "expr": 'sum by (%s) (rate(litellm_proxy_failed_requests_metric_total{exception_status="429"}[5m]))'
+            % _BY_CONSUMER_MODEL,
+        },
+    ]
+
+
+def _consumer_budgets(consumers):
+    """The spend alert thresholds of the consumers that set one, as data (one series per consumer), and the one
+    alert that compares each consumer's spend with its threshold; ([], []) when no consumer sets one."""
+    thresholds = [
+        {
+            "record": "aiinfra:consumer_spend_alert_usd_per_hour",
+            "expr": "vector(%r)" % float(c["spend_alert_usd_per_hour"]),
+            "labels": dict({"api_key_alias": c["name"]}, **({"team": c["team"]} if c.get("team") else {})),
+        }
+        for c in sorted(consumers, key=lambda c: c["name"])
+        if c.get("spend_alert_usd_per_hour") is not None
+    ]
+    if not thresholds:
+        return [], []
+    threshold = (
+        "{{ with printf \"aiinfra:consumer_spend_alert_usd_per_hour{api_key_alias='%s'}\" $labels.api_key_alias "
+        '| query }}{{ . | first | value | printf "%.2f" }}{{ end }}'
+    )
+    alert = {
+        "alert": "ConsumerSpendHigh",
+        "expr": "aiinfra:consumer_spend_usd:rate1h > on (api_key_alias) group_left (team) "
+        "aiinfra:consumer_spend_alert_usd_per_hour",
+        "for": "15m",
+        "labels": {"severity": "warning"},
+        "annotations": {
+            "summary": 'Consumer {{ $labels.api_key_alias }} spends {{ $value | printf "%.2f" }} USD/h, above its '
+            "alert threshold of " + threshold + " USD/h",
+            "description": "The spend of the key over the last hour (LiteLLM's litellm_spend_metric, priced from the "
+            "gateway's model prices) has been above the consumer's spend_alert_usd_per_hour for 15 min. A budget "
+            "is an alert, not enforcement: the gateway keeps serving the key within its rpm/tpm limits; lower "
+            "the limits or revoke the key to stop the spend.",
+        },
+    }
+    return thresholds, [alert]
 
 
 def _panel(pid, title, exprs, unit, x, y, w=12, h=8, kind="timeseries"):
@@ -312,6 +398,60 @@ def dashboards():
                 "short",
                 0,
                 8,
+                w=24,
+            ),
+            _panel(
+                4,
+                "Spend per hour by consumer (USD)",
+                [
+                    ("aiinfra:consumer_spend_usd:rate1h", "{{api_key_alias}}"),
+                    ("aiinfra:consumer_spend_alert_usd_per_hour", "alert threshold {{api_key_alias}}"),
+                ],
+                "currencyUSD",
+                0,
+                16,
+            ),
+            _panel(
+                5,
+                "Spend per hour by consumer and model (USD)",
+                [("aiinfra:consumer_model_spend_usd:rate1h", "{{api_key_alias}} {{requested_model}}")],
+                "currencyUSD",
+                12,
+                16,
+            ),
+            _panel(
+                6,
+                "Tokens per hour by consumer",
+                [
+                    ("sum by (api_key_alias) (aiinfra:consumer_input_tokens:rate1h)", "input {{api_key_alias}}"),
+                    ("sum by (api_key_alias) (aiinfra:consumer_output_tokens:rate1h)", "output {{api_key_alias}}"),
+                ],
+                "short",
+                0,
+                24,
+            ),
+            _panel(
+                7,
+                "Requests per second by consumer",
+                [("sum by (api_key_alias) (aiinfra:consumer_requests:rate5m)", "{{api_key_alias}}")],
+                "reqps",
+                12,
+                24,
+            ),
+            _panel(
+                8,
+                "Throttled (429) and failed requests by consumer",
+                [
+                    ("sum by (api_key_alias) (aiinfra:consumer_throttled_requests:rate5m)", "429 {{api_key_alias}}"),
+                    (
+                        "sum by (api_key_alias, exception_status) "
+                        '(aiinfra:consumer_failed_requests:rate5m{exception_status!="429"})',
+                        "{{exception_status}} {{api_key_alias}}",
+                    ),
+                ],
+                "reqps",
+                0,
+                32,
                 w=24,
             ),
         ],

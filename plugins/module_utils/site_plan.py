@@ -18,12 +18,17 @@ of the GPU hosts. It returns:
   left when every other workload keeps its minimum;
 - ``routes``: what the gateway routes (model to Service);
 - ``edge``: the public host, its TLS secret and whether cert-manager issues its certificate;
+- ``consumers``: the gateway's consumers with their models, limits and where their key comes from (consumers.py),
+  and ``revoked_consumers``;
+- ``limits``: where rate-limit counters live (``store``: redis, memory or none) and the Redis to use;
+- ``prices``: US dollars per prompt and per generated token of each priced model (spend per consumer and model);
 - ``problems``: ``{code, severity, host, variable, problem, fix}`` (inventory_spec's shape): GPU_CLASS, GPU_COUNT,
-  GPU_MEMORY, MODEL, SERVING_PLAN, EDGE, GATEWAY, AUTOSCALING, SECRET.
+  GPU_MEMORY, MODEL, SERVING_PLAN, EDGE, GATEWAY, CONSUMER, AUTOSCALING, SECRET.
 
 Roles read the plan and their own variables; none reads another role's facts.
 """
 
+from ansible_collections.aiinfra.k3s.plugins.module_utils import consumers as consumer_rules
 from ansible_collections.aiinfra.k3s.plugins.module_utils import edge, gateway, monitoring
 from ansible_collections.aiinfra.k3s.plugins.module_utils.autoscaling import autoscaling_problems, gpu_bounds
 from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import problem
@@ -52,6 +57,14 @@ VARIABLES = (
     "litellm_deployment_name",
     "litellm_replicas",
     "litellm_placement",
+    "litellm_consumers",
+    "litellm_consumer_key_hashes",
+    "litellm_consumer_rpm_limit",
+    "litellm_consumer_tpm_limit",
+    "litellm_redis",
+    "litellm_redis_host",
+    "litellm_redis_port",
+    "litellm_service_name",
     "autoscaling_engine",
     "autoscaling_gateway_min_replicas",
     "autoscaling_gateway_max_replicas",
@@ -70,9 +83,16 @@ VARIABLES = (
     "cert_manager_issuer_kind",
     "cert_manager_acme_email",
     "monitoring_enabled",
+    "monitoring_token_prices",
 )
 # Read only when the run handles secrets; never copied into the plan.
-SECRET_VARIABLES = ("litellm_master_key", "monitoring_grafana_admin_password", "nim_ngc_api_key")
+SECRET_VARIABLES = (
+    "litellm_master_key",
+    "litellm_consumer_keys",
+    "litellm_redis_password",
+    "monitoring_grafana_admin_password",
+    "nim_ngc_api_key",
+)
 
 SITE = "all"
 
@@ -191,6 +211,109 @@ def routes(values, models):
             }
         )
     return sorted(out, key=lambda r: r["model"])
+
+
+REDIS_MODES = ("deploy", "external", "none")
+REDIS_PORT = 6379
+
+
+def limits_plan(values):
+    """Where the gateway's and the edge's rate-limit counters live, and the problems of that choice.
+
+    deploy: a Redis the litellm role deploys next to the gateway; external: the operator's (litellm_redis_host);
+    none: each gateway replica and each Traefik counts alone (a consumer gets up to replicas x its limit).
+    """
+    if not _truthy(values.get("litellm_enabled")):
+        return {"store": "none"}, []
+    mode = values.get("litellm_redis") or "deploy"
+    out = []
+    if mode not in REDIS_MODES:
+        out.append(
+            problem(
+                "GATEWAY",
+                SITE,
+                "litellm_redis",
+                "litellm_redis is %r" % (mode,),
+                "use one of " + ", ".join(REDIS_MODES),
+            )
+        )
+        return {"store": "none"}, out
+    if mode == "none":
+        many = as_int(values.get("litellm_replicas"), 1) > 1 or values.get("autoscaling_engine") in ("keda", "hpa")
+        if many:
+            out.append(
+                problem(
+                    "GATEWAY",
+                    SITE,
+                    "litellm_redis",
+                    "litellm_redis is none with several gateway replicas: each replica (and each Traefik) counts "
+                    "rate limits alone, so a consumer gets up to that many times its rpm and tpm limits",
+                    "set litellm_redis to deploy, or external with litellm_redis_host",
+                    "warning",
+                )
+            )
+        return {"store": "memory"}, out
+    namespace = values.get("litellm_namespace")
+    if mode == "deploy":
+        name = "%s-redis" % values.get("litellm_deployment_name")
+        host, port = "%s.%s.svc.cluster.local" % (name, namespace), REDIS_PORT
+    else:
+        name, host, port = "", values.get("litellm_redis_host") or "", as_int(values.get("litellm_redis_port"), 0)
+        if not host:
+            out.append(
+                problem(
+                    "GATEWAY",
+                    SITE,
+                    "litellm_redis_host",
+                    "litellm_redis is external but litellm_redis_host is empty",
+                    "give the Redis host (and litellm_redis_port, litellm_redis_password)",
+                )
+            )
+        if not 0 < port < 65536:
+            out.append(
+                problem(
+                    "GATEWAY",
+                    SITE,
+                    "litellm_redis_port",
+                    "litellm_redis_port is %r" % (values.get("litellm_redis_port"),),
+                    "give a TCP port",
+                )
+            )
+    return {"store": "redis", "deploy": mode == "deploy", "name": name, "host": host, "port": port}, out
+
+
+def price_plan(values, models):
+    """({model: {prompt, completion}} in US dollars per token, problems): what the gateway counts each consumer's
+    spend with and the cost rules price tokens with."""
+    prices, out = {}, []
+    served = {m["served_name"] for m in models}
+    for model, price in sorted((values.get("monitoring_token_prices") or {}).items()):
+        try:
+            prices[model] = {kind: float(price[kind]) for kind in ("prompt", "completion")}
+        except (KeyError, TypeError, ValueError):
+            out.append(
+                problem(
+                    "MODEL",
+                    SITE,
+                    "monitoring_token_prices",
+                    "monitoring_token_prices[%s] is %r" % (model, price),
+                    "give {prompt: USD per prompt token, completion: USD per generated token}",
+                )
+            )
+            continue
+        if model not in served:
+            out.append(
+                problem(
+                    "MODEL",
+                    SITE,
+                    "monitoring_token_prices",
+                    "monitoring_token_prices names %s, which this site does not serve" % model,
+                    "use served names of vllm_models or nim_models",
+                    "warning",
+                )
+            )
+            del prices[model]
+    return prices, out
 
 
 def edge_plan(values):
@@ -357,6 +480,19 @@ def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True):
         )
     ]
     problems += setting_problems(values, models, secrets)
+    consumers, revoked, found = consumer_rules.consumer_plan(
+        values.get("litellm_consumers"),
+        [m["served_name"] for m in models],
+        {"rpm_limit": values.get("litellm_consumer_rpm_limit"), "tpm_limit": values.get("litellm_consumer_tpm_limit")},
+        values.get("litellm_consumer_key_hashes"),
+        (values.get("litellm_consumer_keys") or {}) if secrets else None,
+        _truthy(values.get("litellm_enabled")),
+    )
+    problems += found
+    limits, found = limits_plan(values)
+    problems += found
+    prices, found = price_plan(values, models)
+    problems += found
     work = model_workloads(values, models, capacity)
     if _truthy(values.get("litellm_enabled")):
         work.append(gateway_workload(values))
@@ -380,6 +516,10 @@ def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True):
         "workloads": work,
         "routes": routes(values, models),
         "edge": edge_plan(values),
+        "consumers": consumers,
+        "revoked_consumers": revoked,
+        "limits": limits,
+        "prices": prices,
         "secrets": bool(secrets),
         "problems": problems,
     }
