@@ -114,14 +114,16 @@ $(CRD_DEPS): tests/crd/package.json tests/crd/package-lock.json
 	npm ci --prefix tests/crd --no-audit --no-fund --loglevel=error
 	@touch "$@"
 
-test-tools: ## Install the test tools that come from Debian (npm for CRD schemas, promtool for rules) if missing
+test-tools: ## Install the test tools that come from Debian (npm for CRD schemas, promtool for rules, Redis for the gateway) if missing
 	@missing=""; command -v npm >/dev/null || missing="$$missing nodejs npm"; \
 	command -v promtool >/dev/null || missing="$$missing prometheus"; \
+	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "[test-tools] installing with apt-get:$$missing"; \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	    case "$$missing" in *prometheus*) systemctl disable --now prometheus >/dev/null 2>&1 || true;; esac; \
+	    case "$$missing" in *redis-server*) systemctl disable --now redis-server >/dev/null 2>&1 || true;; esac; \
 	  else echo "ERROR: missing$$missing (CRD schema and rule tests): apt-get install$$missing" >&2; exit 1; fi; fi
 
 crd-deps: $(CRD_DEPS) ## Install the pinned CRD schema packages (npm) the unit tests validate against
@@ -135,7 +137,7 @@ $(LITELLM_VENV)/.installed: tests/gateway/requirements-litellm.txt | venv
 	"$(LITELLM_VENV)/bin/pip" install -q --disable-pip-version-check -r tests/gateway/requirements-litellm.txt
 	@touch "$@"
 
-gateway: venv links $(LITELLM_VENV)/.installed ## The real LiteLLM proxy behind Traefik's router with the rendered config (stand-in backends)
+gateway: venv links test-tools $(LITELLM_VENV)/.installed ## The real LiteLLM proxy behind Traefik's router with the rendered config (stand-in backends)
 	$(BIN)/python lab/edgebuild.py build
 	$(BIN)/pytest tests/gateway
 

@@ -40,7 +40,9 @@ import runtime  # noqa: E402
 # The unit tests' helpers (running playbooks with the working tree's collection, writing a site inventory).
 _spec = importlib.util.spec_from_file_location("unit_helpers", ROOT / "tests" / "unit" / "conftest.py")
 helpers = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(helpers)
+_spec.loader.exec_module(helpers)  # it also makes the collection importable
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils import consumers  # noqa: E402
 
 LITELLM = ROOT / ".cache" / "litellm-venv" / "bin" / "litellm"
 LIVE_SITES = {s["id"]: s for s in yaml.safe_load((ROOT / "tests" / "live" / "sites.yml").read_text())}
@@ -68,6 +70,13 @@ ADMIN = [
     ("GET", "/v1/chat/completions/../../key/list"),
 ]
 DEADLINE = 120  # seconds for a process to answer
+# The full site's consumers (tests/gateway/test_consumers.py): alice may call one model and is throttled at 4
+# requests a minute; bob may call every model.
+CONSUMERS = [
+    {"name": "alice", "team": "research", "models": ["qwen-7b"], "rpm_limit": 4, "tpm_limit": 100000},
+    {"name": "bob", "team": "product", "rpm_limit": 1000, "tpm_limit": 1000000},
+]
+PRICES = {"qwen-7b": {"prompt": 0.000001, "completion": 0.000002}}
 # The throttled edge's rate limit: the rendered one (its sourceCriterion) with this average, burst and period (a
 # token every 20 s: a bounded loop spends the burst whatever LiteLLM's answer time).
 THROTTLED = {"average": 3, "burst": 3, "period": "1m"}
@@ -79,10 +88,10 @@ def free_port():
         return sock.getsockname()[1]
 
 
-def request(method, url, host=None, key=None, body=None, timeout=30):
+def request(method, url, host=None, key=None, body=None, timeout=30, headers=None):
     """(status, headers, text) of one HTTP request; never raises for an HTTP error status."""
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method)
+    req = urllib.request.Request(url, data=data, method=method, headers=dict(headers or {}))
     if host:
         req.add_header("Host", host)
     if key:
@@ -115,10 +124,12 @@ class StandIn(BaseHTTPRequestHandler):
     """A stand-in model server (not vLLM or NIM): answers chat completions with the model it was asked for."""
 
     calls = None  # list shared with the test, set per server
+    request_ids = []  # the X-Request-ID of each completion request, every stand-in of the module
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
         self.calls.append((self.path, body.get("model")))
+        StandIn.request_ids.append(self.headers.get("X-Request-ID"))
         self.reply(
             {
                 "id": "chatcmpl-stand-in",
@@ -166,12 +177,39 @@ def gateway(request, tmp_path_factory):
     if not LITELLM.exists():
         pytest.fail("the LiteLLM proxy is not installed: run `make gateway` (it installs .cache/litellm-venv)")
     tmp = tmp_path_factory.mktemp(request.param)
-    docs = helpers.render_site(SITES[request.param], tmp)
+    master_key = "sk-" + secrets.token_hex(24)
+    # The secrets are rendered too (render_secrets): the consumers' hashes and the Redis password are read from the
+    # rendered Secrets, as the pod mounts them. The full site gets consumers, their keys issued as
+    # playbooks/consumers.yml issues them (only the hashes reach the inventory).
+    site_vars = {
+        "litellm_master_key": master_key,
+        "monitoring_grafana_admin_password": secrets.token_urlsafe(24),
+        "nim_ngc_api_key": "nvapi-" + secrets.token_hex(24),
+    }
+    consumer_keys = {}
+    if request.param == "full":
+        consumer_keys = {c["name"]: consumers.new_key() for c in CONSUMERS}
+        site_vars.update(
+            litellm_consumers=[*CONSUMERS, {"name": "gone", "revoked": True}],
+            litellm_consumer_key_hashes={n: consumers.key_hash(k) for n, k in consumer_keys.items()},
+            monitoring_token_prices=PRICES,
+        )
+        consumer_keys["gone"] = consumers.new_key()  # a revoked consumer's key, hash dropped
+    (tmp / "site-vars.json").write_text(json.dumps(site_vars))
+    docs = helpers.render_site(
+        SITES[request.param], tmp, ["-e", "@%s" % (tmp / "site-vars.json"), "-e", "render_secrets=true"]
+    )
     deployment = one(
         docs, "Deployment", pred=lambda d: d["metadata"]["labels"].get("app.kubernetes.io/component") == "gateway"
     )
     name = deployment["metadata"]["name"]
-    config = yaml.safe_load(one(docs, "ConfigMap", name + "-config")["data"]["config.yaml"])
+    configmap = one(docs, "ConfigMap", name + "-config")["data"]
+    config = yaml.safe_load(configmap["config.yaml"])
+    pod_files = {
+        "hook": configmap["aiinfra_auth.py"],
+        "consumers": one(docs, "Secret", "litellm-consumers")["stringData"]["consumers.json"],
+        "redis_password": one(docs, "Secret", "litellm-redis")["stringData"]["password"],
+    }
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     route = one(docs, "IngressRoute", pred=lambda d: d["spec"]["entryPoints"] == ["websecure"])
     middlewares = {d["metadata"]["name"]: d["spec"] for d in docs if d["kind"] == "Middleware"}
@@ -187,9 +225,14 @@ def gateway(request, tmp_path_factory):
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
         entry["litellm_params"]["api_base"] = "http://127.0.0.1:%d/v1" % server.server_address[1]
-    port, master_key = free_port(), "sk-" + secrets.token_hex(24)
+    port, second_port = free_port(), free_port()
     log = open(tmp / "litellm.log", "w")  # noqa: SIM115 (closed at teardown)
     stack = contextlib.ExitStack()  # LiteLLM runs from here to the teardown, whatever fails in between
+    # The rendered Redis (coordination_redis) is a real one on loopback, with the rendered password: the one other
+    # change to the config.
+    redis = config["general_settings"]["coordination_redis"]
+    assert redis["password"] == "os.environ/REDIS_PASSWORD"
+    redis.update(host="127.0.0.1", port=stack.enter_context(redis_server(tmp, pod_files["redis_password"], log)))
 
     # Traefik's router with the rendered rule and the route's Middlewares in its order (key headers, rate limit,
     # prefix strip); a second edge with the rate limit lowered (see the module docstring).
@@ -223,7 +266,14 @@ def gateway(request, tmp_path_factory):
         edge_configs.append(edge_config)
     edge_port, throttled_port = edge_ports
     try:
-        litellm = stack.enter_context(litellm_as_its_pod(deployment, config, tmp / "config", port, master_key, log))
+        litellm = stack.enter_context(
+            litellm_as_its_pod(deployment, config, tmp / "pod-1", port, master_key, log, pod_files)
+        )
+        second = None
+        if consumer_keys:  # a second replica sharing the Redis (the limits hold across replicas)
+            second = stack.enter_context(
+                litellm_as_its_pod(deployment, config, tmp / "pod-2", second_port, master_key, log, pod_files)
+            )
         for edge_config in edge_configs:
             edges.append(
                 subprocess.Popen([str(edgebuild.edge_path()), str(edge_config)], stdout=log, stderr=subprocess.STDOUT)
@@ -231,6 +281,8 @@ def gateway(request, tmp_path_factory):
         for edge, edge_port_ in zip(edges, edge_ports):
             wait_for("http://127.0.0.1:%d/" % edge_port_, edge, "the edge")
         wait_for("http://127.0.0.1:%d/health/liveliness" % port, litellm, "LiteLLM")
+        if second is not None:
+            wait_for("http://127.0.0.1:%d/health/liveliness" % second_port, second, "the second LiteLLM")
         host = route["spec"]["routes"][0]["match"].split("`")[1]
         prefix = strip[0] if strip else ""
         yield {
@@ -240,7 +292,11 @@ def gateway(request, tmp_path_factory):
             "rate_limit": limit,
             "host": host,
             "direct": "http://127.0.0.1:%d" % port,
+            "replicas": ["http://127.0.0.1:%d" % port, "http://127.0.0.1:%d" % second_port],
             "key": master_key,
+            "consumer_keys": consumer_keys,
+            "pod_files": pod_files,
+            "tmp": tmp,
             "models": sorted(calls),
             "calls": calls,
             "route": route["metadata"]["name"],
@@ -263,23 +319,65 @@ def gateway(request, tmp_path_factory):
         log.close()
 
 
-def litellm_as_its_pod(deployment, config, config_dir, port, master_key, log):
+def redis_server(tmp, password, log):
+    """A real Redis (Debian's redis-server) on a free loopback port with the rendered password, counters in memory
+    only (as the deployed one); a context manager yielding the port."""
+    port = free_port()
+    conf = tmp / ("redis-%d.conf" % port)
+    # The password goes in a file (not the command line), as in the rendered redis.conf.
+    conf.write_text('port %d\nbind 127.0.0.1\nsave ""\nappendonly no\nrequirepass %s\n' % (port, password))
+    conf.chmod(0o600)
+    proc = subprocess.Popen(["redis-server", str(conf)], stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 20
+    while True:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+            break
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError("redis-server did not start")
+        time.sleep(0.1)
+
+    @contextlib.contextmanager
+    def running():
+        try:
+            yield port
+        finally:
+            proc.terminate()
+            proc.wait(timeout=20)
+
+    return running()
+
+
+def litellm_as_its_pod(deployment, config, pod_dir, port, master_key, log, pod_files):
     """The sandboxed LiteLLM (see the module docstring): the container's arguments and environment, as the pod's
-    user on a read-only root, the config ConfigMap mounted read-only where the pod mounts it (the rendered --config
-    path is kept); only the port is taken over for loopback. A context manager yielding the Popen."""
+    user on a read-only root, the config ConfigMap (config.yaml and the auth hook) and the consumers Secret mounted
+    read-only where the pod mounts them (the rendered --config path is kept); only the port is taken over for
+    loopback. pod_files: the hook's and the consumers file's text and the Redis password, as rendered. A context
+    manager yielding the Popen."""
     name = deployment["metadata"]["name"]
     pod = deployment["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "config"]
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    mount = mounts["config"]
     assert mount.get("readOnly") and {"name": "config", "configMap": {"name": name + "-config"}} in pod["volumes"]
-    config_dir.mkdir()
+    assert mounts["consumers"].get("readOnly")
+    assert {"name": "consumers", "secret": {"secretName": "litellm-consumers"}} in pod["volumes"]
+    config_dir, consumers_dir = pod_dir / "config", pod_dir / "consumers"
+    config_dir.mkdir(parents=True)
+    consumers_dir.mkdir()
     (config_dir / "config.yaml").write_text(yaml.safe_dump(config))
+    (config_dir / "aiinfra_auth.py").write_text(pod_files["hook"])
+    (consumers_dir / "consumers.json").write_text(pod_files["consumers"])
     args = list(container["args"])
     assert args[args.index("--config") + 1] == mount["mountPath"] + "/config.yaml"
     args[args.index("--port") + 1] = str(port)
     env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
-    assert [e["name"] for e in container["env"] if "valueFrom" in e] == ["LITELLM_MASTER_KEY"]
-    env.update(LITELLM_MASTER_KEY=master_key, PATH="%s:/usr/bin:/bin" % LITELLM.parent)
+    assert env["AIINFRA_CONSUMERS_FILE"] == mounts["consumers"]["mountPath"] + "/consumers.json"
+    assert [e["name"] for e in container["env"] if "valueFrom" in e] == ["LITELLM_MASTER_KEY", "REDIS_PASSWORD"]
+    env.update(
+        LITELLM_MASTER_KEY=master_key,
+        REDIS_PASSWORD=pod_files["redis_password"],
+        PATH="%s:/usr/bin:/bin" % LITELLM.parent,
+    )
     uid = pod["securityContext"]["runAsUser"]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True and uid > 0
     return runtime.sandbox(
@@ -287,7 +385,7 @@ def litellm_as_its_pod(deployment, config, config_dir, port, master_key, log):
         env,
         uid,
         LITELLM.parent.parent,
-        [(config_dir, mount["mountPath"], True)],
+        [(config_dir, mount["mountPath"], True), (consumers_dir, mounts["consumers"]["mountPath"], True)],
         stdout=log,
         stderr=subprocess.STDOUT,
     )
@@ -410,12 +508,13 @@ def test_litellm_finishes_the_requests_in_flight_on_sigterm(gateway, tmp_path):
     for entry in config["model_list"]:
         entry["litellm_params"]["api_base"] = "http://127.0.0.1:%d/v1" % server.server_address[1]
     port, key = free_port(), "sk-" + secrets.token_hex(24)
+    files = gateway["pod_files"]
     model = config["model_list"][0]["model_name"]
     body = {"model": model, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 4}
     answers = []
     with (
         open(tmp_path / "litellm.log", "w") as log,
-        litellm_as_its_pod(gateway["deployment"], config, tmp_path / "config", port, key, log) as litellm,
+        litellm_as_its_pod(gateway["deployment"], config, tmp_path / "pod", port, key, log, files) as litellm,
     ):
         wait_for("http://127.0.0.1:%d/health/liveliness" % port, litellm, "LiteLLM")
         url = "http://127.0.0.1:%d/v1/chat/completions" % port
@@ -470,3 +569,154 @@ def test_a_key_in_another_header_does_not_escape_the_rate_limit(gateway):
         assert statuses[1] in (400, 401), (header, statuses)
         if header == "x-litellm-api-key":
             assert statuses[0] == 200, (header, statuses)
+
+
+# ---------------------------------------------------------------- consumers (the full site)
+# Per-consumer keys, limits, usage and tracing: the real proxy runs the collection's auth hook (aiinfra_auth.py from
+# the rendered ConfigMap) with the consumers file from the rendered Secret; two gateway processes share one real
+# Redis (Debian's redis-server on loopback, the rendered password). Keys are issued as playbooks/consumers.yml
+# issues them: only their hashes reach the inventory.
+
+
+@pytest.fixture
+def site(gateway):
+    if not gateway["consumer_keys"]:
+        pytest.skip("the consumers are on the full site")
+    return gateway
+
+
+def consumer_chat(url, model, key, headers=None, timeout=30):
+    body = {"model": model, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 4}
+    req_headers = dict(headers or {})
+    return request("POST", url + "/v1/chat/completions", key=key, body=body, timeout=timeout, headers=req_headers)
+
+
+def test_a_consumer_is_throttled_at_its_limit_across_both_replicas_and_another_is_served(site):
+    """alice's 4 requests a minute, spent alternately on two gateway processes: the 5th is refused (one shared
+    count in Redis, not 4 per replica), while bob is still served by both."""
+    alice, bob = site["consumer_keys"]["alice"], site["consumer_keys"]["bob"]
+    statuses = []
+    for attempt in range(8):  # bounded: 8 requests
+        status, _headers, text = consumer_chat(site["replicas"][attempt % 2], "qwen-7b", alice)
+        statuses.append(status)
+        if status == 429:
+            assert json.loads(text)["error"]["type"] == "throttling_error", text
+            break
+    assert statuses == [200, 200, 200, 200, 429], statuses
+    for url in site["replicas"]:
+        status, _headers, text = consumer_chat(url, "qwen-7b", bob)
+        assert status == 200, text
+
+
+def test_a_consumer_is_refused_a_model_outside_its_list(site):
+    status, _headers, text = consumer_chat(site["replicas"][1], "nemotron-35b", site["consumer_keys"]["alice"])
+    assert status == 403, text
+    assert json.loads(text)["error"]["type"] == "key_model_access_denied"
+
+
+def test_unknown_and_revoked_keys_are_refused(site):
+    for key in ("sk-" + "0" * 48, site["consumer_keys"]["gone"], None):
+        status, _headers, text = consumer_chat(site["replicas"][0], "qwen-7b", key)
+        assert status == 401, text
+
+
+# The edge's list without its path-traversal probe (an edge matter: LiteLLM has no such route), and two more.
+CONSUMER_REFUSED = [r for r in ADMIN if ".." not in r[1]] + [("GET", "/settings"), ("GET", "/get/config/callbacks")]
+
+
+@pytest.mark.parametrize(("method", "path"), CONSUMER_REFUSED)
+def test_a_consumer_key_is_refused_on_every_admin_route(site, method, path):
+    """Asked of the gateway directly (not through the edge, which routes none of them): 401 or 403, never an
+    answer, and /health never calls the models for a consumer."""
+    before = len(StandIn.request_ids)
+    body = {} if method == "POST" else None
+    status, _headers, text = request(method, site["replicas"][0] + path, key=site["consumer_keys"]["bob"], body=body)
+    if path.startswith(("/ui", "/metrics")):
+        # LiteLLM serves its UI's static files, and /metrics/ for Prometheus (require_auth_for_metrics_endpoint:
+        # false; the network policies admit only the monitoring namespace), without asking the hook: a consumer
+        # key gets no more than no key.
+        anonymous = request(method, site["replicas"][0] + path, body=body)
+        assert status == anonymous[0], (status, anonymous[0])
+        return
+    assert status in (401, 403), (status, text[:300])
+    assert len(StandIn.request_ids) == before
+
+
+def test_the_master_key_is_the_admin(site):
+    status, _headers, text = request("GET", site["replicas"][0] + "/model/info", key=site["key"])
+    assert status == 200, text[:300]
+
+
+def test_request_ids_reach_the_model_server_and_are_made_when_missing(site):
+    bob = site["consumer_keys"]["bob"]
+    status, headers, text = consumer_chat(site["replicas"][0], "qwen-7b", bob, {"X-Request-ID": "trace-4711"})
+    assert status == 200, text
+    assert StandIn.request_ids[-1] == "trace-4711" and headers.get("x-litellm-call-id") == "trace-4711"
+    status, headers, text = consumer_chat(site["replicas"][1], "qwen-7b", bob)
+    made = StandIn.request_ids[-1]
+    assert status == 200 and made and len(made) == 32 and headers.get("x-litellm-call-id") == made
+
+
+def test_the_logs_carry_request_id_and_consumer_never_a_key(site):
+    bob = site["consumer_keys"]["bob"]
+    consumer_chat(site["replicas"][0], "qwen-7b", bob, {"X-Request-ID": "log-check-1"})
+    time.sleep(0.5)
+    text = site["log"].read_text()
+    lines = [json.loads(line) for line in text.splitlines() if line.startswith("{") and "aiinfra_auth" in line]
+    mine = [line for line in lines if line.get("request_id") == "log-check-1"]
+    assert mine and mine[0]["consumer"] == "bob" and mine[0]["team"] == "product", lines[-3:]
+    for key in [*site["consumer_keys"].values(), site["key"]]:
+        assert key not in text
+
+
+def test_metrics_count_spend_and_tokens_per_consumer(site):
+    """Each replica counts what it served (Prometheus scrapes every pod): bob's calls on replica 2 are there with
+    his alias and team, priced with the site's token prices; alice's are apart."""
+    bob = site["consumer_keys"]["bob"]
+    url = site["replicas"][1]
+
+    def samples(name):
+        status, _headers, text = request("GET", url + "/metrics/")
+        assert status == 200
+        out = {}
+        for line in text.splitlines():
+            if line.startswith(name + "{") and 'model="qwen-7b"' in line:
+                labels = line[line.index("{") + 1 : line.rindex("}")]
+                alias = labels.split('api_key_alias="')[1].split('"')[0]
+                team = labels.split('team="')[1].split('"')[0]
+                out[(alias, team)] = out.get((alias, team), 0.0) + float(line.rsplit(" ", 1)[1])
+        return out
+
+    before = samples("litellm_requests_metric_total").get(("bob", "product"), 0.0)
+    spend_before = samples("litellm_spend_metric_total").get(("bob", "product"), 0.0)
+    for _ in range(3):
+        status, _headers, text = consumer_chat(url, "qwen-7b", bob)
+        assert status == 200, text
+    time.sleep(1.0)  # the callback counts after the answer
+    requests = samples("litellm_requests_metric_total")
+    assert requests[("bob", "product")] - before == 3
+    price = PRICES["qwen-7b"]
+    per_call = 3 * price["prompt"] + 4 * price["completion"]  # the stand-in's usage: 3 prompt, 4 completion tokens
+    spend = samples("litellm_spend_metric_total")[("bob", "product")] - spend_before
+    assert spend == pytest.approx(3 * per_call, rel=1e-6)
+    tokens = samples("litellm_total_tokens_metric_total")
+    assert tokens[("bob", "product")] >= 21
+    assert ("alice", "research") in requests  # alice's calls on this replica (the throttling test), apart
+    assert {c["name"] for c in CONSUMERS} >= {alias for alias, _team in requests}
+
+
+def test_a_revoked_consumer_is_refused_once_the_secret_changes(site):
+    """The kubelet swaps the Secret's file when the converge changes it; the hook reads the new list at the next
+    request (the converge also rolls the pods): here the file of replica 1 loses bob."""
+    bob = site["consumer_keys"]["bob"]
+    path = site["tmp"] / "pod-1" / "consumers" / "consumers.json"
+    records = json.loads(path.read_text())
+    kept = [r for r in records["consumers"] if r["alias"] != "bob"]
+    assert len(kept) == len(records["consumers"]) - 1
+    new = path.with_name("new.json")
+    new.write_text(json.dumps({"consumers": kept}))
+    new.replace(path)
+    status, _headers, text = consumer_chat(site["replicas"][0], "qwen-7b", bob)
+    assert status == 401, text
+    status, _headers, text = consumer_chat(site["replicas"][1], "qwen-7b", bob)  # replica 2 not yet converged
+    assert status == 200, text

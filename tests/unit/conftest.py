@@ -106,9 +106,9 @@ def write_site(directory, servers, gpu_nodes, group_vars=None, link_lab=False, c
     return directory
 
 
-def render_site(site, tmp):
+def render_site(site, tmp, extra=()):
     """Every object render.yml writes for a site: an inventory directory, or a site of tests/live/sites.yml (its
-    inventory written under tmp)."""
+    inventory written under tmp); extra: more ansible-playbook arguments (e.g. -e render_secrets=true)."""
     if isinstance(site, dict) and "inventory" not in site:
         (tmp / "inventory").mkdir()
         inventory = write_site(
@@ -117,7 +117,7 @@ def render_site(site, tmp):
     else:
         inventory = site["inventory"] if isinstance(site, dict) else site
     out = tmp / "rendered"
-    proc = run_playbook("render.yml", inventory, callback="default", extra=["-e", "render_dir=%s" % out])[0]
+    proc = run_playbook("render.yml", inventory, callback="default", extra=["-e", "render_dir=%s" % out, *extra])[0]
     assert proc.returncode == 0, proc.stdout[-3000:]
     docs = []
     for path in sorted(out.glob("*.yaml")):

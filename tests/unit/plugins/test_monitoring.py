@@ -20,6 +20,24 @@ PARAMS = {
     "latency_p95_seconds": 10,
     "error_ratio": 0.05,
     "restarts_30m": 3,
+    "consumers": [
+        {
+            "name": "team-a-chat",
+            "team": "team-a",
+            "models": ["nemotron-35b"],
+            "rpm_limit": 60,
+            "tpm_limit": 100000,
+            "spend_alert_usd_per_hour": 1.5,
+        },
+        {
+            "name": "team-b-batch",
+            "team": "team-b",
+            "models": ["nemotron-35b"],
+            "rpm_limit": 10,
+            "tpm_limit": 50000,
+            "spend_alert_usd_per_hour": None,
+        },
+    ],
 }
 DOCUMENTED = {name for names in yaml.safe_load((DATA / "metric_names.yml").read_text()).values() for name in names}
 KEYWORDS = {
@@ -145,4 +163,81 @@ def test_alerts_cover_the_issue_list():
         "GatewayErrorRateHigh",
         "ReplicasBelowDisruptionBudget",
         "PodRestarting",
+        "ConsumerSpendHigh",
     }
+
+
+CONSUMER_RECORDS = {
+    "aiinfra:consumer_model_spend_usd:rate1h",
+    "aiinfra:consumer_spend_usd:rate1h",
+    "aiinfra:consumer_requests:rate5m",
+    "aiinfra:consumer_input_tokens:rate1h",
+    "aiinfra:consumer_output_tokens:rate1h",
+    "aiinfra:consumer_failed_requests:rate5m",
+    "aiinfra:consumer_throttled_requests:rate5m",
+}
+
+
+def rules_of(params):
+    return [r for g in monitoring.rule_groups(params) for r in g["rules"]]
+
+
+@pytest.mark.parametrize("consumers", [None, []], ids=["missing", "empty"])
+def test_no_consumers_no_budget_rules_nor_alert(consumers):
+    params = {k: v for k, v in PARAMS.items() if k != "consumers"}
+    if consumers is not None:
+        params["consumers"] = consumers
+    groups = monitoring.rule_groups(params)
+    names = [g["name"] for g in groups]
+    assert "aiinfra-consumer-budgets.rules" not in names and "aiinfra-consumers.alerts" not in names
+    rules = rules_of(params)
+    assert not [r for r in rules if r.get("record") == "aiinfra:consumer_spend_alert_usd_per_hour"]
+    assert "ConsumerSpendHigh" not in {r.get("alert") for r in rules}
+    # The usage and cost of every key the gateway sees are recorded all the same.
+    assert {r.get("record") for r in rules} >= CONSUMER_RECORDS
+
+
+def test_only_consumers_with_a_threshold_get_one():
+    thresholds = [r for r in rules_of(PARAMS) if r.get("record") == "aiinfra:consumer_spend_alert_usd_per_hour"]
+    assert thresholds == [
+        {
+            "record": "aiinfra:consumer_spend_alert_usd_per_hour",
+            "expr": "vector(1.5)",
+            "labels": {"api_key_alias": "team-a-chat", "team": "team-a"},
+        }
+    ]
+    no_threshold = dict(PARAMS, consumers=[c for c in PARAMS["consumers"] if c["name"] == "team-b-batch"])
+    assert "ConsumerSpendHigh" not in {r.get("alert") for r in rules_of(no_threshold)}
+    assert "aiinfra:consumer_spend_alert_usd_per_hour" not in {r.get("record") for r in rules_of(no_threshold)}
+
+
+def test_one_spend_alert_for_all_consumers():
+    two = dict(PARAMS, consumers=[dict(c, spend_alert_usd_per_hour=2) for c in PARAMS["consumers"]])
+    rules = rules_of(two)
+    assert sorted(
+        r["labels"]["api_key_alias"] for r in rules if r.get("record", "").endswith("alert_usd_per_hour")
+    ) == [
+        "team-a-chat",
+        "team-b-batch",
+    ]
+    assert [r["alert"] for r in rules if r.get("alert") == "ConsumerSpendHigh"] == ["ConsumerSpendHigh"]
+    (alert,) = [r for r in rules if r.get("alert") == "ConsumerSpendHigh"]
+    assert "on (api_key_alias)" in alert["expr"] and alert["for"] == "15m"
+    assert alert["labels"] == {"severity": "warning"}
+    assert "not enforcement" in alert["annotations"]["description"]
+
+
+def test_manifests_carry_the_consumer_rules():
+    params = dict(
+        PARAMS,
+        namespace="monitoring",
+        chart_version="1.0.0",
+        chart_repo="https://example.invalid/charts",
+        retention="15d",
+        storage_size="20Gi",
+        grafana_secret="grafana-admin",
+        gpu_operator_namespace="gpu-operator",
+    )
+    (rule,) = [o for o in monitoring.monitoring_manifests(params) if o["kind"] == "PrometheusRule"]
+    assert rule["spec"]["groups"] == monitoring.rule_groups(PARAMS)
+    assert "aiinfra-consumers.alerts" in [g["name"] for g in rule["spec"]["groups"]]
