@@ -34,9 +34,31 @@ def _policy(name, namespace, selector, ingress=None, egress=None):
     }
 
 
+def redis_policies(p, gateway, ingress_peer):
+    """The deployed Redis of the rate limits (the site plan's limits): reached by the gateway and the ingress
+    controller (Traefik's rateLimit.redis) on its port, by nothing else."""
+    limits = p.get("limits") or {}
+    if limits.get("store") != "redis" or not limits.get("deploy"):
+        if limits.get("store") == "redis":  # the operator's Redis, outside the namespace
+            port = [{"protocol": "TCP", "port": int(limits["port"])}]
+            return [_policy("gateway-to-redis", p["namespace"], gateway, egress=[{"ports": port}])]
+        return []
+    redis = {"matchLabels": {"app.kubernetes.io/name": limits["name"]}}
+    port = [{"protocol": "TCP", "port": int(limits["port"])}]
+    return [
+        _policy(
+            "redis-from-gateway-and-ingress",
+            p["namespace"],
+            redis,
+            ingress=[{"from": [{"podSelector": gateway}, ingress_peer], "ports": port}],
+        ),
+        _policy("gateway-to-redis", p["namespace"], gateway, egress=[{"to": [{"podSelector": redis}], "ports": port}]),
+    ]
+
+
 def network_policies(p):
     """p: namespace, gateway (its app.kubernetes.io/name), gateway_port, ingress_namespace, ingress_labels,
-    monitoring_namespace, dns_namespace, dns_labels."""
+    monitoring_namespace, dns_namespace, dns_labels, limits (the site plan's)."""
     p = plain(p)
     ns = p["namespace"]
     gateway = {"matchLabels": {"app.kubernetes.io/name": p["gateway"]}}
@@ -102,4 +124,5 @@ def network_policies(p):
             {"matchLabels": {"acme.cert-manager.io/http01-solver": "true"}},
             ingress=[{"from": [ingress_peer], "ports": [{"protocol": "TCP", "port": 8089}]}],
         ),
+        *redis_policies(p, gateway, ingress_peer),
     ]
