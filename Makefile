@@ -156,10 +156,11 @@ test: venv links ## Everything CI runs: lint, sanity, unit, gateway, runtime, li
 	  t0=$$(date +%s); $(MAKE) --no-print-directory $$t; echo "[time] make $$t: $$(( $$(date +%s) - t0 ))s"; \
 	done
 
-bench: venv links kube-build ## Builds, live cluster, apply and verifier timings; lab converge; manifest render
+bench: venv links kube-build test-tools $(LITELLM_VENV)/.installed ## Builds, live cluster, apply and verifier timings; lab converge; manifest render; gateway auth latency
 	$(BIN)/python benchmarks/live_cluster.py
 	$(BIN)/python benchmarks/lab_converge.py --nodes 3 --nodes 12
 	$(BIN)/python benchmarks/render_manifests.py
+	$(BIN)/python benchmarks/gateway_auth.py
 
 clean: lab-down cluster-down ## Remove the lab, the live cluster and caches
 	rm -rf $(CACHE)
