@@ -221,15 +221,15 @@ class Client(object):
 def measure(port, key, requests, warmup, timeout):
     client = Client(port, key, timeout)
     try:
-        status, _, text = client.call()
+        status, _seconds, text = client.call()
         if status != 200:
             sys.exit("the first request got %s: %s" % (status, text[:500]))
-        for _ in range(warmup):
+        for _attempt in range(warmup):
             client.call()
         times, errors = [], {}
         t0 = time.perf_counter()
-        for _ in range(requests):
-            status, seconds, _ = client.call()
+        for _attempt in range(requests):
+            status, seconds, _text = client.call()
             if status == 200:
                 times.append(seconds)
             else:

@@ -122,7 +122,7 @@ def set_request_id(scope, value, replace=False):
     headers = scope.setdefault("headers", [])
     for name in (REQUEST_ID, CALL_ID):
         raw = name.encode()
-        present = [i for i, (k, _) in enumerate(headers) if k.lower() == raw]
+        present = [i for i, (k, _value) in enumerate(headers) if k.lower() == raw]
         if present and not replace:
             continue
         for i in reversed(present):

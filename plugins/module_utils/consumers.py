@@ -164,7 +164,7 @@ def consumer_plan(entries, model_names, defaults, hashes=None, keys=None, gatewa
                     % (where, entry.get("spend_alert_usd_per_hour")),
                     "give US dollars per hour, or leave it out",
                 )
-        source, digest = "missing", ""
+        source, digest, refused = "missing", "", False
         given = (keys or {}).get(name)
         if keys is not None and name in (keys or {}):
             found = key_problems("litellm_consumer_keys[%s]" % name, given)
@@ -172,10 +172,12 @@ def consumer_plan(entries, model_names, defaults, hashes=None, keys=None, gatewa
                 problems.append(
                     problem("SECRET", SITE, "litellm_consumer_keys", message, "or leave it out to have one issued")
                 )
+            refused = bool(found)
             if not found:
                 source, digest = "vault", key_hash(given)
         elif name in hashes:
             if not isinstance(hashes[name], str) or not SHA256.match(hashes[name]):
+                refused = True
                 add(
                     "litellm_consumer_key_hashes",
                     "litellm_consumer_key_hashes[%s] is not a SHA-256 (64 lower-case hex characters)" % name,
@@ -183,7 +185,7 @@ def consumer_plan(entries, model_names, defaults, hashes=None, keys=None, gatewa
                 )
             else:
                 source, digest = "issued", hashes[name]
-        if source == "missing" and keys is not None:
+        if source == "missing" and keys is not None and not refused:  # one finding per cause
             add(
                 "litellm_consumer_key_hashes",
                 "%s has no key yet: the gateway refuses it until one is issued" % where,

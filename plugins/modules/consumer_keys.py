@@ -8,7 +8,7 @@ module: consumer_keys
 short_description: Issue, rotate and drop the gateway consumers' keys, keeping only their hashes
 version_added: 0.1.0
 description:
-  - Runs on the controller (C(delegate_to: localhost)) for C(playbooks/consumers.yml).
+  - "Runs on the controller (C(delegate_to: localhost)) for C(playbooks/consumers.yml)."
   - Each active consumer of the site plan that has no key (neither a hash in O(hashes) nor a key in the vault) gets
     a new random key (C(sk-) and 48 hex characters); so does each consumer named in O(rotate). The key is written
     once to C(O(keys_dir)/<consumer>.key) (mode 0600, directory 0700) for the operator to hand out and delete; it

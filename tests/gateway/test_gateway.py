@@ -209,6 +209,7 @@ def gateway(request, tmp_path_factory):
         "hook": configmap["aiinfra_auth.py"],
         "consumers": one(docs, "Secret", "litellm-consumers")["stringData"]["consumers.json"],
         "redis_password": one(docs, "Secret", "litellm-redis")["stringData"]["password"],
+        "redis_conf": one(docs, "Secret", "litellm-redis")["stringData"]["redis.conf"],
     }
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     route = one(docs, "IngressRoute", pred=lambda d: d["spec"]["entryPoints"] == ["websecure"])
@@ -232,7 +233,7 @@ def gateway(request, tmp_path_factory):
     # change to the config.
     redis = config["general_settings"]["coordination_redis"]
     assert redis["password"] == "os.environ/REDIS_PASSWORD"
-    redis.update(host="127.0.0.1", port=stack.enter_context(redis_server(tmp, pod_files["redis_password"], log)))
+    redis.update(host="127.0.0.1", port=stack.enter_context(redis_server(tmp, pod_files["redis_conf"], log)))
 
     # Traefik's router with the rendered rule and the route's Middlewares in its order (key headers, rate limit,
     # prefix strip); a second edge with the rate limit lowered (see the module docstring).
@@ -319,13 +320,15 @@ def gateway(request, tmp_path_factory):
         log.close()
 
 
-def redis_server(tmp, password, log):
-    """A real Redis (Debian's redis-server) on a free loopback port with the rendered password, counters in memory
-    only (as the deployed one); a context manager yielding the port."""
+def redis_server(tmp, rendered_conf, log):
+    """A real Redis (Debian's redis-server) started with the rendered redis.conf (from the rendered Secret), moved
+    to a free loopback port and a directory of the test; a context manager yielding the port."""
     port = free_port()
     conf = tmp / ("redis-%d.conf" % port)
-    # The password goes in a file (not the command line), as in the rendered redis.conf.
-    conf.write_text('port %d\nbind 127.0.0.1\nsave ""\nappendonly no\nrequirepass %s\n' % (port, password))
+    moved = {"port": "port %d" % port, "bind": "bind 127.0.0.1", "dir": "dir %s" % tmp}
+    lines = [moved.get(line.split(" ", 1)[0], line) for line in rendered_conf.splitlines()]
+    assert sorted(line.split(" ", 1)[0] for line in lines if line.split(" ", 1)[0] in moved) == sorted(moved)
+    conf.write_text("\n".join(lines) + "\n")  # the password stays in a file, never on the command line
     conf.chmod(0o600)
     proc = subprocess.Popen(["redis-server", str(conf)], stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 20
@@ -689,7 +692,7 @@ def test_metrics_count_spend_and_tokens_per_consumer(site):
 
     before = samples("litellm_requests_metric_total").get(("bob", "product"), 0.0)
     spend_before = samples("litellm_spend_metric_total").get(("bob", "product"), 0.0)
-    for _ in range(3):
+    for _attempt in range(3):
         status, _headers, text = consumer_chat(url, "qwen-7b", bob)
         assert status == 200, text
     time.sleep(1.0)  # the callback counts after the answer
