@@ -1,6 +1,7 @@
 """Build lab/edge: Traefik's own HTTP router (request decorator, rule muxer and rate limiter of
 github.com/traefik/traefik/v3, the release K3s bundles) as a small loopback edge, so tests route requests through
-the rules and the rate limit we render.
+the rules and the rate limit we render (in memory, or in a Redis the edges share when the rendered rateLimit has
+a redis block: the edge's config then carries the Secrets that block names, see lab/edge/main.go).
 
     edgebuild.py build    build (or find cached) the edge binary, print its path
     edgebuild.py path     print the path the current sources would use

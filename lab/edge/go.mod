@@ -6,7 +6,11 @@ replace github.com/gorilla/mux => github.com/containous/mux v0.0.0-2025052312054
 
 replace github.com/traefik/traefik/dynamic/ext => ./ext
 
-require github.com/traefik/traefik/v3 v3.7.8
+require (
+	github.com/traefik/paerser v0.2.2
+	github.com/traefik/traefik/v3 v3.7.8
+	k8s.io/apimachinery v0.35.2
+)
 
 require (
 	cloud.google.com/go/auth v0.20.0 // indirect
@@ -254,7 +258,6 @@ require (
 	github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common v1.3.106 // indirect
 	github.com/tetratelabs/wazero v1.8.0 // indirect
 	github.com/tjfoc/gmsm v1.4.1 // indirect
-	github.com/traefik/paerser v0.2.2 // indirect
 	github.com/traefik/traefik/dynamic/ext v0.0.0-00010101000000-000000000000 // indirect
 	github.com/traefik/yaegi v0.16.1 // indirect
 	github.com/transip/gotransip/v6 v6.27.1 // indirect
@@ -329,7 +332,6 @@ require (
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/api v0.35.2 // indirect
 	k8s.io/apiextensions-apiserver v0.35.2 // indirect
-	k8s.io/apimachinery v0.35.2 // indirect
 	k8s.io/client-go v0.35.2 // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect
 	k8s.io/kube-openapi v0.0.0-20250910181357-589584f1c912 // indirect

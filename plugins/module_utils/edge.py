@@ -50,6 +50,22 @@ RATE_LIMIT_KEY = "Authorization"
 OTHER_KEY_HEADERS = ("x-litellm-api-key", "API-Key", "x-api-key", "x-goog-api-key", "Ocp-Apim-Subscription-Key")
 
 
+def rate_limit_redis(limits):
+    """The rateLimit's redis block (Traefik v3.7 Middleware CRD, traefik.io/v1alpha1 RateLimit.Redis) when the site
+    plan's limits count in Redis, else None. With it every Traefik replica draws one budget per key from the Redis
+    the gateway's replicas count in (Traefik's token-bucket script, keys rate:<middleware>:<Authorization>), not one
+    each; without it (store memory or none) each Traefik replica counts alone. Traefik reads the credentials from
+    the Secret named by `secret`, in the Middleware's namespace, keys `username` and `password` (both must exist;
+    an empty username authenticates as Redis's default user). Traefik's timeouts stay at its defaults (dial 5s,
+    read and write 3s); an unreachable Redis makes the rate limit answer 500 (it fails closed)."""
+    limits = limits or {}
+    if limits.get("store") != "redis":
+        return None
+    host, port = str(limits["host"]), int(limits["port"])
+    endpoint = ("[%s]:%d" if ":" in host and not host.startswith("[") else "%s:%d") % (host, port)
+    return {"endpoints": [endpoint], "secret": limits["secret"]}
+
+
 def traefik_manifests(p):
     """Middlewares, the HTTPS IngressRoute (rate limit, prefix strip, TLS) and the HTTP one that only redirects,
     plus the HelmChartConfig that turns on JSON access logs of the bundled Traefik."""
@@ -58,6 +74,19 @@ def traefik_manifests(p):
     labels = labels_for(name, "edge")
     rule = route_rule(p["host"], p["path_prefix"], None if p.get("expose_admin") else p["public_paths"])
     service = [{"name": p["service"], "port": int(p["service_port"])}]
+
+    rate_limit = {
+        "average": int(p["rate_average"]),
+        "burst": int(p["rate_burst"]),
+        "period": str(p["rate_period"]),
+        # One budget per API key, not per client address: behind K3s's ServiceLB (externalTrafficPolicy Cluster)
+        # Traefik sees node addresses, so an address-keyed budget is shared by every client entering through a
+        # node. Requests without the header share one budget (the gateway refuses them with 401 anyway).
+        "sourceCriterion": {"requestHeaderName": RATE_LIMIT_KEY},
+    }
+    redis = rate_limit_redis(p.get("limits"))
+    if redis:
+        rate_limit["redis"] = redis
 
     def middleware(suffix, spec):
         return {
@@ -68,21 +97,7 @@ def traefik_manifests(p):
         }
 
     out = [
-        middleware(
-            "rate-limit",
-            {
-                "rateLimit": {
-                    "average": int(p["rate_average"]),
-                    "burst": int(p["rate_burst"]),
-                    "period": str(p["rate_period"]),
-                    # One budget per API key, not per client address: behind K3s's ServiceLB (externalTrafficPolicy
-                    # Cluster) Traefik sees node addresses, so an address-keyed budget is shared by every client
-                    # entering through a node. Requests without the header share one budget (the gateway refuses
-                    # them with 401 anyway).
-                    "sourceCriterion": {"requestHeaderName": RATE_LIMIT_KEY},
-                }
-            },
-        ),
+        middleware("rate-limit", {"rateLimit": rate_limit}),
         middleware("redirect-https", {"redirectScheme": {"scheme": "https", "permanent": True}}),
         # An empty value removes the header (Traefik's headers middleware).
         middleware("key-header", {"headers": {"customRequestHeaders": {h: "" for h in OTHER_KEY_HEADERS}}}),

@@ -380,10 +380,14 @@ def gateway_secret(params, master_key):
     limits = params.get("limits") or {}
     if limits.get("store") == "redis":
         password = redis_password(params, master_key)
-        data = {"password": password}
+        # Traefik's rateLimit.redis needs both keys (an empty username is Redis's default user).
+        data = {"username": "", "password": password}
+        labels = labels_for(limits.get("name") or params["deployment_name"], "credentials")
+        edge_ns = params.get("edge_namespace")
+        if edge_ns and edge_ns != params["namespace"]:  # Traefik reads it from its Middleware's namespace
+            out.append(secret(params["redis_secret_name"], edge_ns, labels, dict(data)))
         if limits.get("deploy"):
             data["redis.conf"] = redis_config(password, limits["port"])
-        labels = labels_for(limits.get("name") or params["deployment_name"], "credentials")
         out.append(secret(params["redis_secret_name"], params["namespace"], labels, data))
     return out
 

@@ -64,6 +64,7 @@ VARIABLES = (
     "litellm_redis",
     "litellm_redis_host",
     "litellm_redis_port",
+    "litellm_redis_secret_name",
     "litellm_service_name",
     "autoscaling_engine",
     "autoscaling_gateway_min_replicas",
@@ -275,11 +276,16 @@ def limits_plan(values):
                     "GATEWAY",
                     SITE,
                     "litellm_redis_port",
+                    "litellm_redis_secret_name",
                     "litellm_redis_port is %r" % (values.get("litellm_redis_port"),),
                     "give a TCP port",
                 )
             )
-    return {"store": "redis", "deploy": mode == "deploy", "name": name, "host": host, "port": port}, out
+    redis = {"store": "redis", "deploy": mode == "deploy", "name": name, "host": host, "port": port}
+    # The password's Secret, in the gateway's namespace and (a copy) in the edge's: Traefik reads a rateLimit's
+    # Redis credentials from its Middleware's namespace only.
+    redis.update(secret=values.get("litellm_redis_secret_name"), namespace=namespace)
+    return redis, out
 
 
 def price_plan(values, models):

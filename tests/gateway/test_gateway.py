@@ -203,14 +203,19 @@ def gateway(request, tmp_path_factory):
         docs, "Deployment", pred=lambda d: d["metadata"]["labels"].get("app.kubernetes.io/component") == "gateway"
     )
     name = deployment["metadata"]["name"]
+
+    def in_ns(doc):
+        return doc["metadata"]["namespace"] == deployment["metadata"]["namespace"]
+
     configmap = one(docs, "ConfigMap", name + "-config")["data"]
     config = yaml.safe_load(configmap["config.yaml"])
     pod_files = {
         "hook": configmap["aiinfra_auth.py"],
         "consumers": one(docs, "Secret", "litellm-consumers")["stringData"]["consumers.json"],
-        "redis_password": one(docs, "Secret", "litellm-redis")["stringData"]["password"],
-        "redis_conf": one(docs, "Secret", "litellm-redis")["stringData"]["redis.conf"],
+        "redis_password": one(docs, "Secret", "litellm-redis", in_ns)["stringData"]["password"],
+        "redis_conf": one(docs, "Secret", "litellm-redis", in_ns)["stringData"]["redis.conf"],
     }
+    redis_secret = one(docs, "Secret", "litellm-redis", in_ns)["stringData"]
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     route = one(docs, "IngressRoute", pred=lambda d: d["spec"]["entryPoints"] == ["websecure"])
     middlewares = {d["metadata"]["name"]: d["spec"] for d in docs if d["kind"] == "Middleware"}
@@ -233,6 +238,7 @@ def gateway(request, tmp_path_factory):
     # change to the config.
     redis = config["general_settings"]["coordination_redis"]
     assert redis["password"] == "os.environ/REDIS_PASSWORD"
+    limits_host, limits_port = redis["host"], redis["port"]
     redis.update(host="127.0.0.1", port=stack.enter_context(redis_server(tmp, pod_files["redis_conf"], log)))
 
     # Traefik's router with the rendered rule and the route's Middlewares in its order (key headers, rate limit,
@@ -241,7 +247,12 @@ def gateway(request, tmp_path_factory):
     chain = [middlewares[ref["name"]] for ref in rendered_route.get("middlewares", [])]
     strip = [p for spec in chain for p in spec.get("stripPrefix", {}).get("prefixes", [])]
     (limit,) = [spec["rateLimit"] for spec in chain if "rateLimit" in spec]
-    lowered = dict(limit, **THROTTLED)
+    # Both edges count in the test's Redis (the rendered rateLimit.redis, its endpoint moved to loopback), each in
+    # a database of its own so that their different limits never share a bucket.
+    assert limit["redis"] == {"endpoints": ["%s:%d" % (limits_host, limits_port)], "secret": "litellm-redis"}
+    limit = dict(limit, redis=dict(limit["redis"], endpoints=["127.0.0.1:%d" % redis["port"]]))
+    lowered = dict(limit, redis=dict(limit["redis"], db=1), **THROTTLED)
+    edge_secrets = {"litellm-redis": {k: v for k, v in redis_secret.items() if k in ("username", "password")}}
     edges, edge_ports, edge_configs = [], [], []
     for suffix, rate_limit in (("", limit), ("-throttled", lowered)):
         edge_port = free_port()
@@ -260,6 +271,7 @@ def gateway(request, tmp_path_factory):
                             ],
                         }
                     ],
+                    "secrets": edge_secrets,
                 }
             )
         )

@@ -193,12 +193,22 @@ def test_edge_routes_have_tls_rate_limit_and_redirect(rendered):
         (rule,) = route["spec"]["routes"]
         assert f"Host(`{host}`)" in rule["match"]
         specs = [middlewares[m["name"]] for m in rule["middlewares"]]
-        # One budget per API key, not per client address (behind ServiceLB that is a node's, shared by its clients).
+        # One budget per API key, not per client address (behind ServiceLB that is a node's, shared by its clients),
+        # counted in the deployed Redis (every site keeps litellm_redis deploy) so every Traefik replica shares it.
+        (store,) = [
+            d
+            for d in of_kind(docs, "Service")
+            if d["metadata"]["labels"].get("app.kubernetes.io/component") == "rate-limit-store"
+        ]
         limit = {
             "average": 100,
             "burst": 200,
             "period": "1s",
             "sourceCriterion": {"requestHeaderName": "Authorization"},
+            "redis": {
+                "endpoints": ["%s.%s.svc.cluster.local:6379" % (store["metadata"]["name"], NAMESPACE[site])],
+                "secret": "litellm-redis",
+            },
         }
         assert {"rateLimit": limit} in specs
         assert rule["services"] == [{"name": "litellm", "port": 4000}]
@@ -235,6 +245,45 @@ def test_certificate_covers_the_gateway_host(rendered):
         assert "selfSigned" in issuers[root["spec"]["issuerRef"]["name"]]
     (chart,) = [c for c in of_kind(docs, "HelmChart") if c["metadata"]["name"] == "cert-manager"]
     assert yaml.safe_load(chart["spec"]["valuesContent"])["crds"]["enabled"] is True
+
+
+def traefik_middleware_schema():
+    """openAPIV3Schema of the Middleware CRD of the Traefik lab/edge/go.mod pins (the K3s-bundled release, kept
+    equal by tests/unit/lab/test_edgebuild.py), from the Go module cache; every object closed to unknown fields (the
+    API server would prune them silently, which hides a misspelt field)."""
+    gomod = (ROOT / "lab" / "edge" / "go.mod").read_text()
+    version = re.search(r"github\.com/traefik/traefik/v3\s+(v\S+)", gomod).group(1)
+    cache = os.environ.get("GOMODCACHE") or str(Path.home() / "go" / "pkg" / "mod")
+    path = Path(cache) / ("github.com/traefik/traefik/v3@%s" % version)
+    path = path / "docs" / "content" / "reference" / "dynamic-configuration" / "traefik.io_middlewares.yaml"
+    if not path.is_file():
+        pytest.skip("Traefik %s is not in the Go module cache: run .venv/bin/python lab/edgebuild.py build" % version)
+    (crd,) = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    (served,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1"]
+
+    def closed(node):
+        if isinstance(node, dict):
+            node = {k: closed(v) for k, v in node.items()}
+            if node.get("type") == "object" and "properties" in node and "additionalProperties" not in node:
+                node["additionalProperties"] = False
+        elif isinstance(node, list):
+            node = [closed(v) for v in node]
+        return node
+
+    return closed(served["schema"]["openAPIV3Schema"])
+
+
+def test_middlewares_pass_the_pinned_traefik_crd(rendered):
+    """The rendered Middlewares (rateLimit with its redis block) against Traefik's own CRD, fields by name."""
+    _site, docs, _out, _proc = rendered
+    spec = {"type": "object", "properties": {"spec": traefik_middleware_schema()["properties"]["spec"]}}
+    middlewares = of_kind(docs, "Middleware")
+    assert any("redis" in m["spec"].get("rateLimit", {}) for m in middlewares)
+    for doc in middlewares:
+        jsonschema.validate({"spec": doc["spec"]}, spec)
+    typo = {"spec": {"rateLimit": {"average": 1, "redis": {"endpoints": ["r:6379"], "secretName": "s"}}}}
+    with pytest.raises(jsonschema.ValidationError, match="secretName"):
+        jsonschema.validate(typo, spec)
 
 
 @pytest.mark.parametrize(
