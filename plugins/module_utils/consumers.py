@@ -14,6 +14,7 @@ chose, the vault (``litellm_consumer_keys``). The gateway mounts the hashes (a S
 """
 
 import hashlib
+import json
 import re
 import secrets as _random
 
@@ -26,6 +27,7 @@ SHA256 = re.compile(r"^[0-9a-f]{64}$")
 KEY_PREFIX = "sk-"
 # A random key: sk- and 48 hex characters (192 bits), the form LiteLLM's own keys take.
 KEY_BYTES = 24
+RESERVED = ("admin", "unknown")  # what the hook's log lines call the master key and a refused key
 FIELDS = ("name", "team", "models", "rpm_limit", "tpm_limit", "spend_alert_usd_per_hour", "revoked")
 
 
@@ -72,7 +74,7 @@ def _truthy(value):
     return value is True or str(value).lower() in ("true", "yes", "on", "1")
 
 
-def consumer_plan(entries, model_names, defaults, hashes=None, keys=None, gateway_on=True):
+def consumer_plan(entries, model_names, defaults, hashes=None, keys=None, gateway_on=True, master_key=""):
     """(consumers, revoked names, problems).
 
     entries: ``litellm_consumers``; model_names: the site's served model names; defaults: ``rpm_limit`` and
@@ -83,6 +85,7 @@ def consumer_plan(entries, model_names, defaults, hashes=None, keys=None, gatewa
     where its key comes from: ``issued`` (a hash from playbooks/consumers.yml), ``vault`` or ``missing``.
     """
     problems, consumers, revoked, seen = [], [], [], set()
+    taken = {key_hash(master_key)} if master_key else set()  # hashes no vault key may repeat
     hashes = dict(hashes or {})
     known = sorted(model_names)
 
@@ -110,6 +113,9 @@ def consumer_plan(entries, model_names, defaults, hashes=None, keys=None, gatewa
             )
             continue
         where = "litellm_consumers[%s]" % name
+        if name in RESERVED:
+            add("litellm_consumers", "%s: %s names the master key in logs and metrics" % (where, name), "rename it")
+            continue
         if name in seen:
             add("litellm_consumers", "%s appears twice" % where, "give each consumer a unique name")
             continue
@@ -172,16 +178,26 @@ def consumer_plan(entries, model_names, defaults, hashes=None, keys=None, gatewa
                 problems.append(
                     problem("SECRET", SITE, "litellm_consumer_keys", message, "or leave it out to have one issued")
                 )
+            digest = key_hash(given) if isinstance(given, str) else ""
+            if not found and digest in taken:
+                found = ["litellm_consumer_keys[%s] is the master key or another consumer's key" % name]
+                for message in found:
+                    problems.append(problem("SECRET", SITE, "litellm_consumer_keys", message, "give each its own key"))
             refused = bool(found)
             if not found:
-                source, digest = "vault", key_hash(given)
+                source = "vault"
+                taken.add(digest)
+            else:
+                digest = ""
         elif name in hashes:
             if not isinstance(hashes[name], str) or not SHA256.match(hashes[name]):
                 refused = True
                 add(
                     "litellm_consumer_key_hashes",
-                    "litellm_consumer_key_hashes[%s] is not a SHA-256 (64 lower-case hex characters)" % name,
-                    "let playbooks/consumers.yml write it (-e consumers_rotate=%s issues a new key)" % name,
+                    "litellm_consumer_key_hashes[%s] is not a SHA-256 (64 lower-case hex characters): the gateway "
+                    "refuses this consumer until a key is issued" % name,
+                    "run playbooks/consumers.yml (it issues a new key in its place)",
+                    "warning",
                 )
             else:
                 source, digest = "issued", hashes[name]
@@ -204,7 +220,7 @@ def consumer_plan(entries, model_names, defaults, hashes=None, keys=None, gatewa
                 "key_sha256": digest,
             }
         )
-    stale = sorted(set(hashes) - {c["name"] for c in consumers})
+    stale = sorted(str(n) for n in set(hashes) - {c["name"] for c in consumers})
     if stale:
         add(
             "litellm_consumer_key_hashes",
@@ -270,5 +286,6 @@ def hashes_document(hashes):
         lines.append("litellm_consumer_key_hashes: {}")
     else:
         lines.append("litellm_consumer_key_hashes:")
-        lines.extend("  %s: %s" % (name, hashes[name]) for name in sorted(hashes))
+        # Quoted, so that no name reads back as a boolean or a number.
+        lines.extend("  %s: %s" % (json.dumps(str(name)), json.dumps(str(hashes[name]))) for name in sorted(hashes))
     return "\n".join(lines) + "\n"

@@ -146,7 +146,6 @@ def gateway_manifests(routes, params):
     selector = {"app.kubernetes.io/name": name}
     config = dump_yaml(gateway_config(routes, params))
     hook = hook_source()
-    records = consumers_file(params.get("consumers") or [])
     port = int(params["port"])
 
     def probe(path, period, failures):
@@ -195,7 +194,10 @@ def gateway_manifests(routes, params):
         ],
         "volumes": [
             {"name": "config", "configMap": {"name": name + "-config"}},
-            {"name": "consumers", "secret": {"secretName": params["consumer_secret_name"]}},
+            # A consumer added, rotated or revoked does not restart the gateway (which would cut every other
+            # consumer's streams): the kubelet swaps the file in place and the hook reads it at the next request.
+            # Optional: without it (render.yml without secrets, or before the secrets land) only the admin gets in.
+            {"name": "consumers", "secret": {"secretName": params["consumer_secret_name"], "optional": True}},
         ],
     }
     harden(pod, pod["containers"][0], params.get("run_as_user", RUN_AS_USER), "1Gi")
@@ -206,9 +208,6 @@ def gateway_manifests(routes, params):
         "prometheus.io/path": "/metrics/",
         # A new routing table rolls the pods (K3s re-applies the file; the pods would keep the old config).
         "aiinfra.io/config-sha256": hashlib.sha256((config + hook).encode()).hexdigest(),
-        # A revoked or new consumer rolls the pods too, so the converge ends with every replica on the new list
-        # (the hook also re-reads the file when the kubelet updates the Secret in place).
-        "aiinfra.io/consumers-sha256": hashlib.sha256(records.encode()).hexdigest(),
     }
     if params.get("secret_sha256"):
         # Same for a new master key: the digest of a random 32+ character key reveals nothing usable.
@@ -265,8 +264,8 @@ def redis_password(params, master_key):
     """The Redis password: litellm_redis_password, else derived from the master key (HMAC-SHA256), so a site needs
     no second secret for the Redis it deploys and rotating the master key rotates it."""
     given = params.get("redis_password") or ""
-    if given:
-        return given
+    if given or not (params.get("limits") or {}).get("deploy"):
+        return given  # an operator's Redis: its password, or none
     return hmac.new(master_key.encode(), b"aiinfra.k3s litellm redis", hashlib.sha256).hexdigest()
 
 
@@ -311,6 +310,10 @@ def redis_manifests(params):
     }
     harden(pod, container, REDIS_UID, "64Mi")
     pod.update(placement(params))
+    # Redis reads its password at start only: a new one (a new master key, or litellm_redis_password) restarts it.
+    redis_annotations = {}
+    if params.get("secret_sha256"):
+        redis_annotations["aiinfra.io/secret-sha256"] = params["secret_sha256"]
     return [
         {
             "apiVersion": "apps/v1",
@@ -321,7 +324,7 @@ def redis_manifests(params):
                 "revisionHistoryLimit": 3,
                 "selector": {"matchLabels": selector},
                 "strategy": {"type": "Recreate"},
-                "template": {"metadata": {"labels": labels}, "spec": pod},
+                "template": {"metadata": {"labels": labels, "annotations": redis_annotations}, "spec": pod},
             },
         },
         {
@@ -351,6 +354,10 @@ def redis_config(password, port):
         'rename-command CONFIG ""',
         'rename-command DEBUG ""',
         'rename-command MODULE ""',
+        # Traefik names its counters after the Authorization header: no listing or watching of keys.
+        'rename-command KEYS ""',
+        'rename-command MONITOR ""',
+        'rename-command ACL ""',
         "requirepass " + password,
     ]
     return "\n".join(lines) + "\n"

@@ -215,6 +215,24 @@ def routes(values, models):
 
 
 REDIS_MODES = ("deploy", "external", "none")
+
+
+def redis_password_problems(values):
+    """The Redis password (a secret): required for an operator's Redis, one line of printable characters."""
+    password = values.get("litellm_redis_password") or ""
+    mode = values.get("litellm_redis") or "deploy"
+    if mode == "external" and not password:
+        return [
+            "litellm_redis is external but litellm_redis_password is empty: the gateway and Traefik need the "
+            "Redis's password (a Redis without one is not supported); put it in a vault-encrypted group_vars file"
+        ]
+    if password and (not isinstance(password, str) or any(ord(c) < 33 or ord(c) == 127 for c in password)):
+        return ["litellm_redis_password has spaces or control characters: use printable characters only"]
+    if mode == "deploy" and password and len(password) < 16:
+        return ["litellm_redis_password has fewer than 16 characters: leave it empty (derived from the master key)"]
+    return []
+
+
 REDIS_PORT = 6379
 
 
@@ -276,7 +294,6 @@ def limits_plan(values):
                     "GATEWAY",
                     SITE,
                     "litellm_redis_port",
-                    "litellm_redis_secret_name",
                     "litellm_redis_port is %r" % (values.get("litellm_redis_port"),),
                     "give a TCP port",
                 )
@@ -434,6 +451,7 @@ def setting_problems(values, models, secrets):
     if secrets:
         if gateway_on:
             add("SECRET", "litellm_master_key", gateway.master_key_problems(values.get("litellm_master_key") or ""))
+            add("SECRET", "litellm_redis_password", redis_password_problems(values))
         if _truthy(values.get("monitoring_enabled")):
             add(
                 "SECRET",
@@ -493,6 +511,7 @@ def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True):
         values.get("litellm_consumer_key_hashes"),
         (values.get("litellm_consumer_keys") or {}) if secrets else None,
         _truthy(values.get("litellm_enabled")),
+        (values.get("litellm_master_key") or "") if secrets else "",
     )
     problems += found
     limits, found = limits_plan(values)

@@ -375,7 +375,7 @@ def litellm_as_its_pod(deployment, config, pod_dir, port, master_key, log, pod_f
     mount = mounts["config"]
     assert mount.get("readOnly") and {"name": "config", "configMap": {"name": name + "-config"}} in pod["volumes"]
     assert mounts["consumers"].get("readOnly")
-    assert {"name": "consumers", "secret": {"secretName": "litellm-consumers"}} in pod["volumes"]
+    assert {"name": "consumers", "secret": {"secretName": "litellm-consumers", "optional": True}} in pod["volumes"]
     config_dir, consumers_dir = pod_dir / "config", pod_dir / "consumers"
     config_dir.mkdir(parents=True)
     consumers_dir.mkdir()

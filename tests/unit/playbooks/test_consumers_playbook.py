@@ -2,7 +2,6 @@
 serving.yml's, tested with it): a new consumer gets a key file and a hash, a second run changes nothing, a revoked
 one loses its hash, and no key is ever printed."""
 
-import json
 import secrets
 import stat
 
@@ -13,16 +12,29 @@ from conftest import run_playbook, write_site
 pytestmark = pytest.mark.slow
 
 
-def run(tmp_path, inventory, **extra):
-    args = ["-e", "consumers_apply=false", "-e", json.dumps(extra)]
-    proc, result = run_playbook("consumers.yml", inventory, extra=args)
+def run(inventory, home, check=False):
+    args = ["-e", "consumers_apply=false"] + (["--check"] if check else [])
+    proc, result = run_playbook("consumers.yml", inventory, extra=args, env={"HOME": str(home)})
     assert proc.returncode == 0, proc.stdout[-3000:]
     return proc, result
 
 
-def test_keys_are_issued_once_then_revoked(tmp_path):
-    inventory = tmp_path / "site"
+def issued_task(result):
+    (task,) = [
+        t["hosts"]["localhost"]
+        for play in result["plays"]
+        for t in play["tasks"]
+        if t["task"]["name"].endswith("Issue, rotate and drop the consumers' keys")
+    ]
+    return task
+
+
+def test_keys_are_issued_once_beside_the_inventory_then_revoked(tmp_path):
+    """The defaults: the hashes go to <inventory>/group_vars/all/ (the README's layout), where the next run reads
+    them as an inventory variable; the keys to ~/.aiinfra/<inventory>/consumer-keys/."""
+    inventory, home = tmp_path / "site", tmp_path / "home"
     inventory.mkdir()
+    home.mkdir()
     group_vars = {
         "k3s_token": secrets.token_hex(24),
         "litellm_master_key": "sk-" + secrets.token_hex(24),
@@ -31,25 +43,23 @@ def test_keys_are_issued_once_then_revoked(tmp_path):
         "litellm_consumers": [{"name": "app"}, {"name": "web", "models": ["m1"], "rpm_limit": 5}],
     }
     write_site(inventory, ["cp-1"], {"gpu-1": 1}, group_vars)
-    hashes_file, keys_dir = tmp_path / "hashes.yml", tmp_path / "keys"
-    paths = {"litellm_consumer_hashes_file": str(hashes_file), "litellm_consumer_keys_dir": str(keys_dir)}
-    proc, _result = run(tmp_path, inventory, **paths)
+    (inventory / "group_vars" / "all").mkdir()
+    (inventory / "group_vars" / "all.yml").rename(inventory / "group_vars" / "all" / "main.yml")
+    hashes_file = inventory / "group_vars" / "all" / "litellm_consumer_key_hashes.yml"
+    keys_dir = home / ".aiinfra" / "site" / "consumer-keys"
+    _proc, result = run(inventory, home, check=True)
+    assert issued_task(result)["issued"] == ["app", "web"] and not hashes_file.exists() and not keys_dir.exists()
+    proc, _result = run(inventory, home)
     hashes = yaml.safe_load(hashes_file.read_text())["litellm_consumer_key_hashes"]
     keys = {p.stem: p.read_text().strip() for p in keys_dir.iterdir()}
     assert sorted(hashes) == sorted(keys) == ["app", "web"]
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in keys_dir.iterdir())
     assert not any(key in proc.stdout for key in keys.values())
     # The hashes file is an inventory variable file: next run, nothing to do.
-    proc, result = run(tmp_path, inventory, litellm_consumer_key_hashes=hashes, **paths)
-    (issued,) = [
-        t["hosts"]["localhost"]
-        for play in result["plays"]
-        for t in play["tasks"]
-        if t["task"]["name"].endswith("Issue, rotate and drop the consumers' keys")
-    ]
-    assert issued["changed"] is False and issued["issued"] == []
-    # Revoke web.
+    _proc, result = run(inventory, home)
+    assert issued_task(result)["changed"] is False and issued_task(result)["issued"] == []
+    # Revoke web: its hash goes, app's stays.
     group_vars["litellm_consumers"][1]["revoked"] = True
-    (inventory / "group_vars" / "all.yml").write_text(yaml.safe_dump(group_vars))
-    run(tmp_path, inventory, litellm_consumer_key_hashes=hashes, **paths)
-    assert list(yaml.safe_load(hashes_file.read_text())["litellm_consumer_key_hashes"]) == ["app"]
+    (inventory / "group_vars" / "all" / "main.yml").write_text(yaml.safe_dump(group_vars))
+    run(inventory, home)
+    assert yaml.safe_load(hashes_file.read_text())["litellm_consumer_key_hashes"] == {"app": hashes["app"]}

@@ -31,6 +31,7 @@ def test_consumer_plan(case):
         case.get("hashes"),
         case.get("keys"),
         case.get("gateway", True),
+        case.get("master", ""),
     )
     expect = case["expect"]
     assert sorted({(p["code"], p["variable"], p["severity"]) for p in problems}) == sorted(
@@ -77,6 +78,9 @@ def test_records_hold_hashes_only():
     doc = yaml.safe_load(consumers.hashes_document({"b": "f" * 64, "a": "e" * 64}))
     assert doc == {"litellm_consumer_key_hashes": {"a": "e" * 64, "b": "f" * 64}}
     assert yaml.safe_load(consumers.hashes_document({})) == {"litellm_consumer_key_hashes": {}}
+    # Names YAML would read as a boolean or a number stay names.
+    tricky = {"no": "a" * 64, "on": "b" * 64, "123": "c" * 64, "0x1f": "d" * 64}
+    assert yaml.safe_load(consumers.hashes_document(tricky))["litellm_consumer_key_hashes"] == tricky
 
 
 # ---------------------------------------------------------------- the hook's plain functions

@@ -786,8 +786,17 @@ def test_secrets_are_rendered_only_on_request_and_never_printed(rendered):
         if path != secrets_file:
             assert GATEWAY_KEY not in path.read_text() and NGC_KEY not in path.read_text()
     (dep,) = [d for d in workloads(docs) if d["metadata"]["name"] == "litellm-ha"]
-    digest = hashlib.sha256(GATEWAY_KEY.encode()).hexdigest()  # a new key rolls the gateway pods
+    # A new master key (or Redis password) rolls the gateway pods and restarts the Redis, which reads its password
+    # at start only; the Redis password (derived from the master key here) is in its Secret, nowhere else.
+    digest = hashlib.sha256((GATEWAY_KEY + ":").encode()).hexdigest()
     assert dep["spec"]["template"]["metadata"]["annotations"]["aiinfra.io/secret-sha256"] == digest
+    (redis,) = [d for d in workloads(docs) if d["metadata"]["name"] == "litellm-ha-redis"]
+    assert redis["spec"]["template"]["metadata"]["annotations"]["aiinfra.io/secret-sha256"] == digest
+    password = secrets["litellm-redis"]["stringData"]["password"]
+    assert "requirepass %s\n" % password in secrets["litellm-redis"]["stringData"]["redis.conf"]
+    for path in out.glob("*.yaml"):
+        if path != secrets_file:
+            assert password not in path.read_text()
 
 
 def min_replicas(dep, docs):
