@@ -257,3 +257,13 @@ def test_consumer_keys_refuses_a_directory_that_would_hide_group_vars_all_yml(tm
     }
     rc, result = run_module("aiinfra.k3s.consumer_keys", args)
     assert rc != 0 and "all.yml" in result["msg"] and not (tmp_path / "keys").exists()
+
+
+def test_every_public_inference_path_is_open_to_consumers():
+    """The edge's public paths (edge.PUBLIC_PATHS) that need a key are the hook's consumer routes: a consumer is
+    never refused what the edge publishes, and the hook adds nothing the edge would not route."""
+    from ansible_collections.aiinfra.k3s.plugins.module_utils import edge
+
+    keyed = {p for p in edge.PUBLIC_PATHS if not p.startswith("/health/")}
+    assert keyed <= consumer_auth.CONSUMER_ROUTES
+    assert {p for p in consumer_auth.CONSUMER_ROUTES if p.startswith("/v1/")} == keyed
