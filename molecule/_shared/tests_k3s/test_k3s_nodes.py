@@ -176,8 +176,11 @@ def test_serving_manifests_wait_on_the_first_server(host):
     # One local volume per GPU unit (one GPU per lab node); each model server replica claims its own.
     assert kinds_in(host, "model-registry") == ["Namespace", "StorageClass"] + ["PersistentVolume"] * len(GPU)
     assert kinds_in(host, "gpu-operator") == ["Namespace", "HelmChart"]
-    assert kinds_in(host, "litellm") == ["ConfigMap", "Deployment", "Service", "PodDisruptionBudget"]
-    assert kinds_in(host, "serving-secrets") == ["Secret", "Secret"]  # gateway key, Grafana admin
+    # The gateway, then the Redis its replicas and Traefik count rate limits in.
+    gateway, redis = ["ConfigMap", "Deployment", "Service", "PodDisruptionBudget"], ["Deployment", "Service"]
+    assert kinds_in(host, "litellm") == gateway + redis
+    # Gateway key, consumers' key hashes, Redis password and config, Grafana admin.
+    assert kinds_in(host, "serving-secrets") == ["Secret"] * 4
     # One PodMonitor per metrics path: vLLM /metrics, NIM /v1/metrics, the gateway /metrics/.
     assert kinds_in(host, "monitoring")[:7] == [
         "Namespace",
