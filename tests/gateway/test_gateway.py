@@ -707,12 +707,17 @@ def test_metrics_count_spend_and_tokens_per_consumer(site):
     for _attempt in range(3):
         status, _headers, text = consumer_chat(url, "qwen-7b", bob)
         assert status == 200, text
-    time.sleep(1.0)  # the callback counts after the answer
-    requests = samples("litellm_requests_metric_total")
-    assert requests[("bob", "product")] - before == 3
     price = PRICES["qwen-7b"]
     per_call = 3 * price["prompt"] + 4 * price["completion"]  # the stand-in's usage: 3 prompt, 4 completion tokens
-    spend = samples("litellm_spend_metric_total")[("bob", "product")] - spend_before
+    deadline = time.monotonic() + 15  # the callback counts after the answer: wait for it, bounded
+    while True:
+        requests = samples("litellm_requests_metric_total")
+        spend = samples("litellm_spend_metric_total").get(("bob", "product"), 0.0) - spend_before
+        counted = requests.get(("bob", "product"), 0.0) - before >= 3 and spend >= 3 * per_call * (1 - 1e-6)
+        if counted or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert requests[("bob", "product")] - before == 3
     assert spend == pytest.approx(3 * per_call, rel=1e-6)
     tokens = samples("litellm_total_tokens_metric_total")
     assert tokens[("bob", "product")] >= 21
