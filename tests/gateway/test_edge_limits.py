@@ -37,6 +37,8 @@ _spec = importlib.util.spec_from_file_location("unit_helpers", ROOT / "tests" / 
 helpers = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(helpers)
 
+from test_gateway import free_port, wait_for  # noqa: E402
+
 from ansible_collections.aiinfra.k3s.plugins.module_utils import edge  # noqa: E402
 
 FULL = {s["id"]: s for s in yaml.safe_load((ROOT / "tests" / "live" / "sites.yml").read_text())}["full"]
@@ -46,12 +48,6 @@ SECRET = "litellm-redis"  # the litellm role's litellm_redis_secret_name default
 # A budget no bounded loop refills: 4 requests, then one token an hour (Traefik's maxDelay is 0.5 s below 1/s).
 LOW = {"rate_average": 4, "rate_burst": 4, "rate_period": "1h"}
 ATTEMPTS = 3 * LOW["rate_burst"]  # per key and edge at most: the loops stop at the first 429 past the burst
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def request(url, key, body):
@@ -68,21 +64,6 @@ def request(url, key, body):
     except urllib.error.HTTPError as err:
         err.read()
         return err.code
-
-
-def wait_for(url, proc, what):
-    deadline = time.monotonic() + DEADLINE
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError("%s exited with %s" % (what, proc.returncode))
-        try:
-            urllib.request.urlopen(url, timeout=2).close()
-            return
-        except urllib.error.HTTPError:
-            return  # it answers
-        except OSError:
-            time.sleep(0.2)
-    raise AssertionError("%s did not answer %s within %ds" % (what, url, DEADLINE))
 
 
 @contextlib.contextmanager
