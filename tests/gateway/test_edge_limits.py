@@ -42,7 +42,6 @@ from test_gateway import free_port, wait_for  # noqa: E402
 from ansible_collections.aiinfra.k3s.plugins.module_utils import edge  # noqa: E402
 
 FULL = {s["id"]: s for s in yaml.safe_load((ROOT / "tests" / "live" / "sites.yml").read_text())}["full"]
-DEADLINE = 60  # seconds for a process to answer
 HOST = "llm.example.org"
 SECRET = "litellm-redis"  # the litellm role's litellm_redis_secret_name default
 # A budget no bounded loop refills: 4 requests, then one token an hour (Traefik's maxDelay is 0.5 s below 1/s).
