@@ -23,13 +23,13 @@ export PATH := $(BIN):$(PATH)
 LINK := $(CACHE)/collections/ansible_collections/aiinfra/k3s
 SANITY_PYTHON := $(shell $(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3.12)
 SANITY_ROOT := $(or $(TMPDIR),/tmp)/aiinfra-k3s-sanity/ansible_collections/aiinfra/k3s
-AIRGAP_ARGS := $(if $(K3S_AIRGAP_DIR),-e k3s_install_mode=airgap -e k3s_airgap_dir=$(abspath $(K3S_AIRGAP_DIR)),)
+LAB_KUBECONFIG ?= $(HOME)/.kube/aiinfra-lab.yaml
 
 CLUSTER_INVENTORY ?= inventories/lab
 
 LITELLM_VENV := $(CACHE)/litellm-venv
 
-.PHONY: help venv links gateway runtime crd-deps test-tools docs-check lab lab-up lab-down lab-status test lint yamllint ansible-lint ruff sanity unit molecule bench clean kube-build cluster cluster-down live charts versions
+.PHONY: help venv links gateway runtime crd-deps test-tools docs-check lab lab-bundle lab-up lab-down lab-status test lint yamllint ansible-lint ruff sanity unit molecule bench clean kube-build cluster cluster-down live charts versions
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -57,8 +57,17 @@ links: ## Point the collections path at this working tree
 lab-up: venv links ## Build the node image if needed and start the lab nodes
 	$(BIN)/python lab/labctl.py up --servers $(LAB_SERVERS) --gpu-agents $(LAB_GPU_AGENTS)
 
-lab: lab-up ## Start the lab and run playbooks/site.yml on it
-	$(BIN)/ansible-playbook playbooks/site.yml -i inventories/lab $(AIRGAP_ARGS) $(ANSIBLE_ARGS)
+lab-bundle: venv links kube-build ## Build the lab's K3s stand-in bundle: node components from Go modules, images
+	$(BIN)/python lab/k3sbundle.py build
+
+# The whole site on real kubelets: the k3s role installs the stand-in bundle through its airgap path (or the real
+# K3s release in K3S_AIRGAP_DIR); the stand-in device plugin gives the GPU nodes their inventory's GPUs.
+lab: lab-bundle lab-up ## Start the lab, converge playbooks/site.yml on real kubelets; last line KUBECONFIG=<path>
+	$(BIN)/python lab/labctl.py device-plugins --bin "$$($(BIN)/python lab/nodebuild.py path)"
+	$(BIN)/ansible-playbook playbooks/site.yml -i inventories/lab -e k3s_install_mode=airgap \
+	  -e k3s_airgap_dir="$(or $(K3S_AIRGAP_DIR),$$($(BIN)/python lab/k3sbundle.py path))" $(ANSIBLE_ARGS)
+	@$(BIN)/python lab/labctl.py serving --kubeconfig $(LAB_KUBECONFIG) \
+	  --kubectl "$$($(BIN)/python lab/nodebuild.py path)/kubectl"
 
 lab-down: ## Remove the lab nodes, network, inventory and key
 	python3 lab/labctl.py down

@@ -309,6 +309,44 @@ def ensure_secrets() -> dict[str, str]:
     return values
 
 
+def volume_name(node: str, what: str) -> str:
+    return f"aiinfra-lab-{node}-{what}"
+
+
+# Kernel settings that are host-wide on this VM and that a kubelet (or podman) in a lab node changes: saved before
+# the first node starts, restored by `down` (and `restore-sysctls`).
+HOST_SYSCTLS = ("vm.overcommit_memory", "kernel.panic", "kernel.panic_on_oops", "net.ipv4.ip_forward")
+SYSCTL_FILE = STATE_DIR / "host-sysctls.json"
+
+
+def sysctl_path(key: str) -> Path:
+    return Path("/proc/sys") / key.replace(".", "/")
+
+
+def save_sysctls() -> None:
+    if SYSCTL_FILE.exists():
+        return
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    values = {k: sysctl_path(k).read_text().strip() for k in HOST_SYSCTLS if sysctl_path(k).exists()}
+    SYSCTL_FILE.write_text(json.dumps(values, indent=1) + "\n")
+    log(f"saved the host's {', '.join(values)} to {SYSCTL_FILE.relative_to(ROOT)}")
+
+
+def restore_sysctls() -> dict[str, tuple[str, str]]:
+    """Put back what save_sysctls recorded; returns {key: (was, restored)} for what differed."""
+    if not SYSCTL_FILE.exists():
+        return {}
+    changed = {}
+    for key, value in json.loads(SYSCTL_FILE.read_text()).items():
+        current = sysctl_path(key).read_text().strip()
+        if current != value:
+            sysctl_path(key).write_text(value + "\n")
+            changed[key] = (current, value)
+    for key, (was, now) in changed.items():
+        log(f"restored {key}: {was} -> {now}")
+    return changed
+
+
 def up(servers: int, gpu_agents: int) -> None:
     wanted = node_names(servers, gpu_agents)
     ensure_host_packages()
@@ -319,10 +357,13 @@ def up(servers: int, gpu_agents: int) -> None:
     if podman("network", "exists", NETWORK, check=False).returncode != 0:
         podman("network", "create", "--label", f"{LABEL}=1", NETWORK)
         log(f"created podman network {NETWORK}")
+    save_sysctls()
     existing = lab_containers()
     for name in list(existing):
         if name not in wanted or existing[name]["image"] != tag:
             podman("rm", "-f", "-t", "5", name)
+            for what in ("rancher", "kubelet"):
+                podman("volume", "rm", "-f", volume_name(name, what), check=False)
             log(f"removed {name} ({'not in the wanted set' if name not in wanted else 'image recipe changed'})")
             del existing[name]
     for name, kind in wanted.items():
@@ -337,13 +378,19 @@ def up(servers: int, gpu_agents: int) -> None:
                 "--network",
                 NETWORK,
                 "--systemd=always",
+                "--cgroupns=private",
                 "--privileged",
+                # Container and kubelet state on volumes: overlayfs snapshots cannot live on the node's overlay root.
+                "--volume",
+                f"{volume_name(name, 'rancher')}:/var/lib/rancher",
+                "--volume",
+                f"{volume_name(name, 'kubelet')}:/var/lib/kubelet",
                 "--label",
                 f"{LABEL}=1",
                 "--label",
                 f"{LABEL}.kind={kind}",
                 tag,
-                "/sbin/init",
+                "/usr/local/sbin/aiinfra-lab-init",
             )
             log(f"started {name} ({kind})")
         elif existing[name]["state"] != "running":
@@ -383,6 +430,10 @@ def down() -> None:
         for name in lab_containers():
             podman("rm", "-f", "-t", "5", name)
             log(f"removed {name}")
+        volumes = out(podman("volume", "ls", "--format", "{{.Name}}", check=False)).split()
+        for volume in [v for v in volumes if v.startswith("aiinfra-lab-")]:
+            podman("volume", "rm", "-f", volume)
+            log(f"removed volume {volume}")
         if podman("network", "exists", NETWORK, check=False).returncode == 0:
             podman("network", "rm", NETWORK)
             log(f"removed network {NETWORK}")
@@ -394,6 +445,91 @@ def down() -> None:
         *(STATE_DIR / name for name in LAB_SECRETS),
     ):
         path.unlink(missing_ok=True)
+    restore_sysctls()
+    SYSCTL_FILE.unlink(missing_ok=True)
+
+
+DEVICE_PLUGIN = "aiinfra-lab-device-plugin"
+DEVICE_PLUGIN_UNIT = """[Unit]
+Description=aiinfra lab STAND-IN NVIDIA device plugin (no GPU): advertises {resource} from the inventory
+After=network-online.target
+
+[Service]
+ExecStart=/usr/local/lib/aiinfra-lab/{name} --resource {resource} --count {count} --replicas {replicas}
+Restart=always
+RestartSec=2s
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def device_plugin_unit(count: int, replicas: int, resource: str = "nvidia.com/gpu") -> str:
+    return DEVICE_PLUGIN_UNIT.format(name=DEVICE_PLUGIN, resource=resource, count=count, replicas=replicas)
+
+
+def install_device_plugins(gpus: dict[str, tuple[int, int]], binary: Path) -> None:
+    """Run the stand-in device plugin on each GPU node (what the GPU Operator's device plugin DaemonSet does on a
+    real site): GPU count and time-slicing replicas from the inventory. Nothing changes when all is in place."""
+    digest = hashlib.sha256(binary.read_bytes()).hexdigest()
+    for name, (count, replicas) in sorted(gpus.items()):
+        unit = device_plugin_unit(count, replicas)
+        target = f"/usr/local/lib/aiinfra-lab/{DEVICE_PLUGIN}"
+        probe = podman(
+            "exec", name, "/bin/sh", "-c",
+            f"sha256sum {target} 2>/dev/null | cut -d' ' -f1; cat /etc/systemd/system/{DEVICE_PLUGIN}.service 2>/dev/null",
+            check=False,
+        )  # fmt: skip
+        have = out(probe)
+        if have.splitlines()[:1] == [digest] and have.split("\n", 1)[-1].strip() == unit.strip():
+            continue
+        podman("exec", name, "mkdir", "-p", "/usr/local/lib/aiinfra-lab")
+        podman("cp", str(binary), f"{name}:{target}")
+        podman("exec", "-i", name, "/bin/sh", "-c", f"cat > /etc/systemd/system/{DEVICE_PLUGIN}.service",
+               input_bytes=unit.encode())  # fmt: skip
+        podman("exec", name, "systemctl", "daemon-reload")
+        podman("exec", name, "systemctl", "enable", DEVICE_PLUGIN)
+        podman("exec", name, "systemctl", "restart", DEVICE_PLUGIN)
+        log(f"{name}: stand-in device plugin advertises {count} x {replicas} nvidia.com/gpu")
+
+
+def serving_ready(kubectl: list[str], namespace: str, timeout: float = 420) -> list[dict]:
+    """Wait (bounded) until every pod of the serving namespace is Running and Ready; returns the pods."""
+    deadline = time.monotonic() + timeout
+    pods: list[dict] = []
+    while True:
+        proc = run([*kubectl, "get", "pods", "-n", namespace, "-o", "json"], check=False)
+        pods = json.loads(out(proc) or "{}").get("items", []) if proc.returncode == 0 else []
+        waiting = [p["metadata"]["name"] for p in pods if not pod_ready(p)]
+        if pods and not waiting:
+            return pods
+        if time.monotonic() > deadline:
+            raise LabError(
+                f"pods of {namespace} not Running and Ready after {timeout:.0f}s: {', '.join(waiting) or 'none exist'}"
+                f" (kubectl -n {namespace} describe pod NAME)"
+            )
+        time.sleep(3)
+
+
+def pod_ready(pod: dict) -> bool:
+    status = pod.get("status", {})
+    conditions = {c.get("type"): c.get("status") for c in status.get("conditions", [])}
+    return status.get("phase") == "Running" and conditions.get("Ready") == "True"
+
+
+def serving(kubeconfig: Path, kubectl_bin: str, namespace: str) -> None:
+    kubectl = [kubectl_bin, "--kubeconfig", str(kubeconfig)]
+    started = time.monotonic()
+    pods = serving_ready(kubectl, namespace)
+    for pod in pods:
+        log(f"ready {pod['metadata']['name']:<44} on {pod['spec'].get('nodeName', '?')}")
+    log(f"{len(pods)} pod(s) of {namespace} Running and Ready ({time.monotonic() - started:.0f}s of waiting)")
+    svc = json.loads(out(run([*kubectl, "get", "services", "-n", namespace, "-o", "json"])))["items"]
+    for item in svc:
+        ports = ",".join(str(p["port"]) for p in item["spec"].get("ports", []))
+        log(f"service {item['metadata']['name']}.{namespace}.svc.cluster.local:{ports} ({item['spec'].get('clusterIP')})")
+    log(f"reach the gateway from a lab node or a pod, or: kubectl -n {namespace} port-forward svc/<gateway> 4000")
+    print(f"KUBECONFIG={kubeconfig}")
 
 
 def status() -> None:
@@ -412,6 +548,14 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("down", help="remove the lab")
     sub.add_parser("status", help="list lab nodes")
     sub.add_parser("hash", help="print the image tag the recipe gives")
+    dev = sub.add_parser("device-plugins", help="run the stand-in device plugin on the inventory's GPU nodes")
+    dev.add_argument("--bin", required=True, help="directory with aiinfra-lab-device-plugin (lab/nodebuild.py)")
+    dev.add_argument("--inventory", default=str(ROOT / "inventories" / "lab"))
+    srv = sub.add_parser("serving", help="wait until the serving namespace's pods are Ready; print how to reach them")
+    srv.add_argument("--kubeconfig", required=True)
+    srv.add_argument("--kubectl", required=True)
+    srv.add_argument("--namespace", default="ai-serving")
+    sub.add_parser("restore-sysctls", help="put back the host's kernel settings saved before the first node started")
     args = parser.parse_args(argv)
     os.environ.setdefault("CONTAINERS_CONF", str(LAB_DIR / "containers.conf"))
     try:
@@ -426,6 +570,16 @@ def main(argv: list[str] | None = None) -> int:
             status()
         elif args.cmd == "hash":
             print(image_tag()[0])
+        elif args.cmd == "device-plugins":
+            import cluster  # the inventory reader (needs the project venv's ansible-inventory)
+
+            nodes = cluster.inventory_nodes(cluster.read_inventory(Path(args.inventory)))
+            gpus = {n["name"]: (n["count"], n["replicas"]) for n in nodes if n["gpu"]}
+            install_device_plugins(gpus, Path(args.bin) / DEVICE_PLUGIN)
+        elif args.cmd == "serving":
+            serving(Path(args.kubeconfig), args.kubectl, args.namespace)
+        elif args.cmd == "restore-sysctls":
+            restore_sysctls()
     except LabError as exc:
         print(f"[lab] ERROR: {exc}", file=sys.stderr)
         return 1

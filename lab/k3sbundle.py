@@ -1,0 +1,315 @@
+"""Pack the lab's K3s STAND-IN into a K3s-shaped airgap bundle: NOT K3s.
+
+    k3sbundle.py build     build the node components (lab/nodebuild.py) and images (lab/nodeimages.py) if needed,
+                           then write .cache/node/bundle/<key>/{k3s, k3s-airgap-images-amd64.tar,
+                           sha256sum-amd64.txt}; the last line printed is that directory
+    k3sbundle.py path      the directory of the last bundle built (nothing built)
+
+The bundle has the shape of a K3s release (the collection's k3s role verifies and installs it through its airgap
+path, `k3s_install_mode: airgap`, `k3s_airgap_dir`), but its `k3s` is a self-extracting file: a shell header
+(multi-call: k3s server|agent, kubectl, ctr) followed by a zstd tar of lab/node/k3s_standin.py, the binaries
+built from upstream Go modules, and the manifests a lab server applies at start (CoreDNS and the CRDs the site's
+charts would install; no helm-controller runs yet). The image tarball holds the lab's images (pause, CoreDNS,
+the real LiteLLM proxy, the stand-in model server, Redis), imported by each node's containerd at start, as K3s
+imports its airgap image directory. Only the standard library is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import crds
+import kubebuild
+import nodebuild
+import nodeimages
+
+ROOT = kubebuild.ROOT
+CACHE = ROOT / ".cache" / "node" / "bundle"
+STANDIN = ROOT / "lab" / "node" / "k3s_standin.py"
+HEADER_SIZE = 8192
+ARCH = "amd64"
+# The components a node runs, from the node build (control plane included: the server runs it).
+PAYLOAD_BINARIES = (
+    "kubelet",
+    "kube-proxy",
+    "kubectl",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "etcd",
+    "containerd",
+    "containerd-shim-runc-v2",
+    "ctr",
+    "bridge",
+    "host-local",
+    "loopback",
+    "portmap",
+    "flanneld",
+)
+
+
+class BundleError(Exception):
+    """A bundle step failed; the message says which."""
+
+
+def log(msg: str) -> None:
+    print(f"[k3sbundle] {msg}", flush=True)
+
+
+HEADER = """#!/bin/sh
+# aiinfra.k3s lab STAND-IN for K3s: NOT K3s. Built by lab/k3sbundle.py from upstream Go modules (kubelet,
+# containerd, flannel, the control plane...) and lab/node/k3s_standin.py; K3s itself is not available here.
+# The payload after the first {size} bytes is a zstd tar, extracted once per payload into the data directory.
+set -eu
+VERSION='{version}'
+DATA=/var/lib/rancher/k3s/data/aiinfra-standin-{payload_sha}
+self=$(readlink -f "$0")
+if [ ! -f "$DATA/.done" ]; then
+  tmp="$DATA.partial.$$"
+  rm -rf "$tmp"
+  mkdir -p "$tmp"
+  tail -c +{skip} "$self" | zstd -q -dc | tar -x -C "$tmp"
+  touch "$tmp/.done"
+  rm -rf "$DATA"
+  mv "$tmp" "$DATA"
+fi
+export AIINFRA_STANDIN_DATA="$DATA"
+cmd=$(basename "$0")
+if [ "$cmd" = k3s ] && [ $# -gt 0 ]; then
+  case "$1" in kubectl|ctr|crictl) cmd=$1; shift ;; esac
+fi
+case "$cmd" in
+  kubectl) export KUBECONFIG="${{KUBECONFIG:-/etc/rancher/k3s/k3s.yaml}}"; exec "$DATA/bin/kubectl" "$@" ;;
+  ctr) exec "$DATA/bin/ctr" --address /run/k3s/containerd/containerd.sock "$@" ;;
+  crictl) echo "crictl is not part of the aiinfra lab stand-in for K3s" >&2; exit 1 ;;
+esac
+case "${{1:-}}" in
+  --version|-v|version) echo "k3s version $VERSION (aiinfra lab stand-in, not K3s)"; exit 0 ;;
+esac
+exec python3 "$DATA/k3s_standin.py" "$@"
+"""
+
+
+def header(version: str, payload_sha: str) -> bytes:
+    """The shell header, padded with a comment to exactly HEADER_SIZE bytes (the payload starts after it)."""
+    text = HEADER.format(size=HEADER_SIZE, version=version, payload_sha=payload_sha[:16], skip=HEADER_SIZE + 1)
+    raw = text.encode()
+    if len(raw) + 2 > HEADER_SIZE:
+        raise BundleError(f"the stand-in's shell header is {len(raw)} bytes, over {HEADER_SIZE}")
+    pad = HEADER_SIZE - len(raw) - 1
+    return raw + b"#" * pad + b"\n"
+
+
+def coredns_manifest(image: str, cluster_dns: str = "10.43.0.10", domain: str = "cluster.local") -> str:
+    """CoreDNS as K3s deploys it (Deployment, Service at the cluster DNS address, RBAC, Corefile)."""
+    corefile = (
+        ".:53 {\n    errors\n    health\n    ready\n"
+        f"    kubernetes {domain} in-addr.arpa ip6.arpa {{\n      pods insecure\n      fallthrough in-addr.arpa ip6.arpa\n    }}\n"
+        "    prometheus :9153\n    forward . /etc/resolv.conf\n    cache 30\n    loop\n    reload\n    loadbalance\n}\n"
+    )
+    labels = {"k8s-app": "kube-dns"}
+    objects = [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "coredns", "namespace": "kube-system"}},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "system:coredns"},
+            "rules": [
+                {"apiGroups": [""], "resources": ["endpoints", "services", "pods", "namespaces"], "verbs": ["list", "watch"]},
+                {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "system:coredns"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:coredns"},
+            "subjects": [{"kind": "ServiceAccount", "name": "coredns", "namespace": "kube-system"}],
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "coredns", "namespace": "kube-system"},
+            "data": {"Corefile": corefile},
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "coredns", "namespace": "kube-system", "labels": labels},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "serviceAccountName": "coredns",
+                        "priorityClassName": "system-cluster-critical",
+                        "tolerations": [{"operator": "Exists"}],
+                        "dnsPolicy": "Default",
+                        "securityContext": {
+                            "runAsNonRoot": True,
+                            "runAsUser": 65532,
+                            "runAsGroup": 65532,
+                            "seccompProfile": {"type": "RuntimeDefault"},
+                        },
+                        "containers": [
+                            {
+                                "name": "coredns",
+                                "image": image,
+                                "imagePullPolicy": "IfNotPresent",
+                                "args": ["-conf", "/etc/coredns/Corefile", "-dns.port", "1053"],
+                                "ports": [
+                                    {"name": "dns", "containerPort": 1053, "protocol": "UDP"},
+                                    {"name": "dns-tcp", "containerPort": 1053, "protocol": "TCP"},
+                                    {"name": "metrics", "containerPort": 9153, "protocol": "TCP"},
+                                ],
+                                "readinessProbe": {"httpGet": {"path": "/ready", "port": 8181}, "periodSeconds": 2},
+                                "livenessProbe": {"httpGet": {"path": "/health", "port": 8080}, "periodSeconds": 10},
+                                "resources": {"requests": {"cpu": "50m", "memory": "70Mi"}, "limits": {"memory": "170Mi"}},
+                                "securityContext": {
+                                    "allowPrivilegeEscalation": False,
+                                    "readOnlyRootFilesystem": True,
+                                    "capabilities": {"drop": ["ALL"]},
+                                },
+                                "volumeMounts": [{"name": "config", "mountPath": "/etc/coredns", "readOnly": True}],
+                            }
+                        ],
+                        "volumes": [{"name": "config", "configMap": {"name": "coredns"}}],
+                    },
+                },
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": labels},
+            "spec": {
+                "selector": labels,
+                "clusterIP": cluster_dns,
+                "ports": [
+                    {"name": "dns", "port": 53, "targetPort": 1053, "protocol": "UDP"},
+                    {"name": "dns-tcp", "port": 53, "targetPort": 1053, "protocol": "TCP"},
+                    {"name": "metrics", "port": 9153, "protocol": "TCP"},
+                ],
+            },
+        },
+    ]
+    return "\n---\n".join(json.dumps(o, indent=1) for o in objects) + "\n"
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def inputs_key(bin_dir: Path, images_archive: Path, crd_files: list[Path]) -> str:
+    h = hashlib.sha256()
+    h.update(HEADER.encode())
+    h.update(STANDIN.read_bytes())
+    h.update(Path(__file__).read_bytes())
+    h.update(str(bin_dir).encode())
+    h.update(str(images_archive).encode())
+    for path in crd_files:
+        h.update(path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def k3s_version() -> str:
+    return kubebuild.pinned_k3s_version(kubebuild.K3S_DEFAULTS.read_text())
+
+
+def build() -> Path:
+    started = time.monotonic()
+    bin_dir = nodebuild.build(k3s_version())
+    archive = nodeimages.build(bin_dir)
+    refs = json.loads((archive.parent / "images.json").read_text())
+    crd_files = [path for _name, path in crds.cached()]
+    out = CACHE / inputs_key(bin_dir, archive, crd_files)
+    if (out / f"sha256sum-{ARCH}.txt").exists():
+        log(f"cached: {out}")
+        point_current(out)
+        return out
+    missing = [b for b in PAYLOAD_BINARIES if not (bin_dir / b).is_file()]
+    if missing:
+        raise BundleError(f"the node build in {bin_dir} lacks {', '.join(missing)}: run lab/nodebuild.py build")
+    partial = out.with_name(out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    stage = partial / "payload"
+    (stage / "bin").mkdir(parents=True)
+    for name in PAYLOAD_BINARIES:
+        shutil.copy2(bin_dir / name, stage / "bin" / name)
+    shutil.copy2(STANDIN, stage / "k3s_standin.py")
+    (stage / "sandbox-image").write_text(refs["pause"] + "\n")
+    manifests = stage / "manifests"
+    manifests.mkdir()
+    (manifests / "coredns.json").write_text(coredns_manifest(refs["coredns"]))
+    for i, path in enumerate(crd_files):
+        shutil.copy2(path, manifests / f"crd-{i:02d}-{path.name}")
+    payload = partial / "payload.tar.zst"
+    with tarfile.open(partial / "payload.tar", "w", format=tarfile.PAX_FORMAT) as tar:
+        tar.add(stage, arcname=".")
+    subprocess.run(["zstd", "-q", "-T0", "-3", "--rm", str(partial / "payload.tar"), "-o", str(payload)], check=True)
+    k3s = partial / "k3s"
+    with k3s.open("wb") as f:
+        f.write(header(k3s_version(), sha256_file(payload)))
+        with payload.open("rb") as src:
+            shutil.copyfileobj(src, f, 1 << 20)
+    k3s.chmod(0o755)
+    images = partial / f"k3s-airgap-images-{ARCH}.tar"
+    try:
+        images.hardlink_to(archive)
+    except OSError:
+        shutil.copy2(archive, images)
+    (partial / f"sha256sum-{ARCH}.txt").write_text(
+        "".join(f"{sha256_file(p)}  {p.name}\n" for p in (k3s, images))
+    )
+    payload.unlink()
+    shutil.rmtree(stage)
+    shutil.rmtree(out, ignore_errors=True)
+    partial.rename(out)
+    point_current(out)
+    log(f"bundle in {time.monotonic() - started:.0f}s: {out} (k3s {k3s.stat().st_size >> 20} MiB)")
+    return out
+
+
+def point_current(out: Path) -> None:
+    current = CACHE / "current"
+    tmp = CACHE / "current.tmp"
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(out.name)
+    tmp.replace(current)
+
+
+def current() -> Path:
+    link = CACHE / "current"
+    if not link.exists():
+        raise BundleError("no lab bundle built yet: run `make lab-bundle` (lab/k3sbundle.py build)")
+    return link.resolve()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("cmd", choices=("build", "path"))
+    args = parser.parse_args(argv)
+    try:
+        print(build() if args.cmd == "build" else current())
+    except (BundleError, kubebuild.BuildError, subprocess.CalledProcessError) as exc:
+        print(f"[k3sbundle] ERROR: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

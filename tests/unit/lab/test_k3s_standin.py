@@ -1,0 +1,140 @@
+"""The lab's K3s stand-in (lab/node/k3s_standin.py): its pure decisions, as data where it fits."""
+
+import base64
+import hashlib
+import hmac
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "lab" / "node"))
+import k3s_standin as standin  # noqa: E402
+
+
+def test_bootstrap_token_has_kubernetes_shape_and_ignores_the_full_token_prefix():
+    tid, secret = standin.bootstrap_token("abc123" * 8)
+    assert len(tid) == 6 and len(secret) == 16
+    assert all(c in "0123456789abcdef" for c in tid + secret)
+    full = standin.full_token(b"CA PEM", "abc123" * 8)
+    assert full.startswith("K10" + hashlib.sha256(b"CA PEM").hexdigest() + "::server:")
+    assert standin.bootstrap_token(full) == (tid, secret)
+    assert standin.bootstrap_token("another token") != (tid, secret)
+
+
+@pytest.mark.parametrize(
+    "token, expected",
+    [
+        ("K10" + "a" * 64 + "::server:secret", "a" * 64),
+        ("plain-token", None),
+        ("K10nohash", None),
+    ],
+)
+def test_ca_hash_of(token, expected):
+    assert standin.ca_hash_of(token) == expected
+
+
+def sign(payload: str, tid: str, secret: str) -> str:
+    """A detached JWS as kube-controller-manager's bootstrapsigner writes it."""
+
+    def b64(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+    head = b64(json.dumps({"alg": "HS256", "kid": tid}).encode())
+    mac = hmac.new(secret.encode(), f"{head}.{b64(payload.encode())}".encode(), hashlib.sha256).digest()
+    return f"{head}..{b64(mac)}"
+
+
+def test_jws_verify_accepts_the_token_signature_only():
+    tid, secret = standin.bootstrap_token("cluster-token")
+    payload = standin.cluster_info("https://10.0.0.1:6443", b"PEM")
+    good = sign(payload, tid, secret)
+    assert standin.jws_verify(good, payload, tid, secret)
+    assert not standin.jws_verify(good, payload + " ", tid, secret)  # tampered kubeconfig
+    assert not standin.jws_verify(sign(payload, tid, "x" * 16), payload, tid, secret)  # other token
+    assert not standin.jws_verify(sign(payload, "zzzzzz", secret), payload, tid, secret)  # other key id
+    assert not standin.jws_verify("not-a-jws", payload, tid, secret)
+
+
+def test_cluster_info_carries_server_and_ca():
+    doc = yaml.safe_load(standin.cluster_info("https://10.0.0.1:6443", b"PEM"))
+    cluster = doc["clusters"][0]["cluster"]
+    assert cluster["server"] == "https://10.0.0.1:6443"
+    assert base64.b64decode(cluster["certificate-authority-data"]) == b"PEM"
+
+
+@pytest.mark.parametrize(
+    "labels, own, server",
+    [
+        (["nvidia.com/gpu.present=true"], ["nvidia.com/gpu.present=true"], []),
+        (["node-role.kubernetes.io/worker=true"], [], ["node-role.kubernetes.io/worker=true"]),
+        (["topology.kubernetes.io/zone=a"], ["topology.kubernetes.io/zone=a"], []),
+        (["node.kubernetes.io/instance-type=x"], ["node.kubernetes.io/instance-type=x"], []),
+        (["aiinfra.k3s/gpu-class=l4", "foo.k8s.io/x=y"], ["aiinfra.k3s/gpu-class=l4"], ["foo.k8s.io/x=y"]),
+    ],
+)
+def test_split_labels_follows_node_restriction(labels, own, server):
+    assert standin.split_labels(labels) == (own, server)
+
+
+def test_settings_defaults_are_k3s_defaults_and_unknown_keys_are_listed():
+    s = standin.settings({"token-file": "/t", "node-label": "a=b", "no-such-flag": True}, "host1")
+    assert s["node_name"] == "host1"
+    assert s["labels"] == ["a=b"]
+    assert (s["cluster_cidr"], s["service_cidr"], s["cluster_dns"]) == ("10.42.0.0/16", "10.43.0.0/16", "10.43.0.10")
+    assert s["flannel_backend"] == "vxlan"
+    assert s["unknown"] == ["no-such-flag"]
+
+
+def test_cluster_dns_follows_the_service_network():
+    assert standin.cluster_dns("10.96.0.0/12") == "10.96.0.10"
+    assert standin.api_service_ip("10.96.0.0/12") == "10.96.0.1"
+
+
+def test_extra_args_take_k3s_form():
+    assert standin.extra_args(["max-pods=50", "--v=2"]) == ["--max-pods=50", "--v=2"]
+
+
+def test_kubelet_config_keeps_imported_images_and_states_cgroup_v1():
+    cfg = standin.kubelet_config(standin.settings({"protect-kernel-defaults": True}, "n"))
+    assert cfg["failCgroupV1"] is False and cfg["cgroupDriver"] == "cgroupfs"
+    assert cfg["imageGCHighThresholdPercent"] == 100
+    assert cfg["protectKernelDefaults"] is True
+    assert cfg["authentication"]["anonymous"]["enabled"] is False
+    assert cfg["clusterDNS"] == ["10.43.0.10"]
+
+
+def test_cni_config_uses_the_flannel_subnet():
+    env = "FLANNEL_NETWORK=10.42.0.0/16\nFLANNEL_SUBNET=10.42.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n"
+    cfg = standin.cni_config(env)
+    bridge = cfg["plugins"][0]
+    assert bridge["ipam"]["ranges"] == [[{"subnet": "10.42.1.1/24"}]]
+    assert bridge["mtu"] == 1450
+    assert [p["type"] for p in cfg["plugins"]] == ["bridge", "portmap"]
+
+
+def test_containerd_config_restricts_oom_score_and_pins_the_sandbox():
+    text = standin.containerd_config("localhost/aiinfra-lab/pause:lab")
+    assert "restrict_oom_score_adj = true" in text
+    assert 'sandbox = "localhost/aiinfra-lab/pause:lab"' in text
+    assert "SystemdCgroup = false" in text
+
+
+def test_bootstrap_objects_bind_the_token_groups():
+    objs = standin.bootstrap_objects(standin.settings({}, "n"), "10.0.0.1", b"PEM", "tok")
+    secret = next(o for o in objs if o["kind"] == "Secret")
+    tid, tsec = standin.bootstrap_token("tok")
+    assert secret["metadata"]["name"] == f"bootstrap-token-{tid}"
+    assert secret["stringData"]["token-secret"] == tsec
+    roles = {o["roleRef"]["name"]: o["subjects"][0]["name"] for o in objs if o["kind"] == "ClusterRoleBinding"}
+    assert roles["system:certificates.k8s.io:certificatesigningrequests:nodeclient"] == "system:bootstrappers"
+    assert roles["system:node-bootstrapper"] == "system:bootstrappers"
+    assert roles["system:node-proxier"] == "system:nodes"
+
+
+def test_encryption_config_keeps_identity_for_reading_old_data():
+    cfg = standin.encryption_config("a2V5")
+    providers = cfg["resources"][0]["providers"]
+    assert list(providers[0]) == ["aescbc"] and providers[-1] == {"identity": {}}
