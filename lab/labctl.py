@@ -434,6 +434,7 @@ def down() -> None:
         for volume in [v for v in volumes if v.startswith("aiinfra-lab-")]:
             podman("volume", "rm", "-f", volume)
             log(f"removed volume {volume}")
+        remove_node_cgroups()
         if podman("network", "exists", NETWORK, check=False).returncode == 0:
             podman("network", "rm", NETWORK)
             log(f"removed network {NETWORK}")
@@ -530,6 +531,14 @@ def serving(kubeconfig: Path, kubectl_bin: str, namespace: str) -> None:
         log(f"service {item['metadata']['name']}.{namespace}.svc.cluster.local:{ports} ({item['spec'].get('clusterIP')})")
     log(f"reach the gateway from a lab node or a pod, or: kubectl -n {namespace} port-forward svc/<gateway> 4000")
     print(f"KUBECONFIG={kubeconfig}")
+
+
+def remove_node_cgroups(root: Path = Path("/sys/fs/cgroup/systemd")) -> None:
+    """The per-node name=systemd cgroups lab/image's init made, once their nodes are gone (deepest first)."""
+    for top in root.glob("aiinfra-lab-node-*"):
+        for path in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+            path.rmdir()
+        top.rmdir()
 
 
 def status() -> None:

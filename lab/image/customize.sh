@@ -12,14 +12,22 @@ systemctl mask systemd-firstboot.service getty@tty1.service console-getty.servic
   systemd-remount-fs.service sys-kernel-config.mount sys-kernel-debug.mount >/dev/null 2>&1 || true
 systemctl enable ssh.service >/dev/null 2>&1
 apt-get clean
-# PID 1 of a lab node (labctl starts nodes with it): podman mounts the host's whole name=systemd cgroup
-# hierarchy into every node on this cgroup v1 VM, so the nodes' systemd and kubelets would share /init.scope and
-# /kubepods and delete each other's pods. A private name=systemd hierarchy, and shared mount propagation for the
-# kubelet's volume mounts, before systemd starts.
+# PID 1 of a lab node (labctl starts nodes with it). On this cgroup v1 VM podman leaves every node in the root of
+# the host's name=systemd hierarchy, so the nodes' systemd and kubelets would share /init.scope and /kubepods and
+# delete each other's pods. Each node moves into a cgroup of its own there, takes a cgroup namespace rooted at it,
+# binds that cgroup over the hierarchy's mount point, and turns on shared mount propagation (the kubelet's volume mounts) before systemd starts.
 cat > /usr/local/sbin/aiinfra-lab-init <<'INIT'
 #!/bin/sh
-if mountpoint -q /sys/fs/cgroup/systemd; then
-  umount /sys/fs/cgroup/systemd && mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd
+set -e
+if [ -z "${AIINFRA_LAB_CGNS:-}" ] && mountpoint -q /sys/fs/cgroup/systemd; then
+  own=/sys/fs/cgroup/systemd/aiinfra-lab-node-$(hostname)
+  mkdir -p "$own"
+  echo $$ > "$own/cgroup.procs"
+  export AIINFRA_LAB_CGNS=1
+  exec unshare --cgroup "$0" "$@"
+fi
+if [ -n "${AIINFRA_LAB_CGNS:-}" ]; then
+  mount --bind "/sys/fs/cgroup/systemd/aiinfra-lab-node-$(hostname)" /sys/fs/cgroup/systemd
 fi
 mount --make-rshared /
 exec /sbin/init "$@"
