@@ -748,7 +748,7 @@ def discover_ca(server_url: str, token: str, timeout: float = WAIT_S) -> bytes:
             with urllib.request.urlopen(url, context=insecure, timeout=5) as resp:  # noqa: S310
                 cm = json.load(resp)
             payload = cm["data"]["kubeconfig"]
-            sig = cm.get("metadata", {}).get("annotations", {}).get(f"jws-kubeconfig-{tid}", "")
+            sig = cm["data"].get(f"jws-kubeconfig-{tid}", "")
             if not sig:
                 last = "cluster-info is not signed for this token yet"
             elif not jws_verify(sig, payload, tid, tsec):
