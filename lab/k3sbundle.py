@@ -280,7 +280,7 @@ def build() -> Path:
     shutil.rmtree(out, ignore_errors=True)
     partial.rename(out)
     point_current(out)
-    log(f"bundle in {time.monotonic() - started:.0f}s: {out} (k3s {k3s.stat().st_size >> 20} MiB)")
+    log(f"bundle in {time.monotonic() - started:.0f}s: {out} (k3s {(out / 'k3s').stat().st_size >> 20} MiB)")
     return out
 
 
