@@ -51,6 +51,7 @@ K3S = Path("/var/lib/rancher/k3s")
 AGENT = K3S / "agent"
 SERVER = K3S / "server"
 TLS = SERVER / "tls"
+AUTO_DEPLOY = SERVER / "manifests"
 RUN = Path("/run/k3s")
 SOCK = RUN / "containerd" / "containerd.sock"
 KUBELET_PKI = Path("/var/lib/kubelet/pki")
@@ -341,6 +342,7 @@ class Supervisor:
 
     def __init__(self) -> None:
         self.children: list[tuple[str, subprocess.Popen]] = []
+        self.deployer: AutoDeploy | None = None
         signal.signal(signal.SIGTERM, self.stop)
         signal.signal(signal.SIGINT, self.stop)
 
@@ -389,6 +391,8 @@ class Supervisor:
     def run_forever(self) -> None:
         while True:
             self.check()
+            if self.deployer:
+                self.deployer.sync()
             time.sleep(2)
 
 
@@ -609,6 +613,35 @@ def bootstrap_objects(s: dict, ip: str, ca_pem: bytes, token: str) -> list[dict]
     ]
 
 
+class AutoDeploy:
+    """K3s's deploy controller, in its simplest form: every manifest file (.yaml, .yml, .json) of the auto-deploy
+    directory is applied (server-side) when it appears or its content changes; a failed one is tried again on the
+    next pass. Not done: removing the objects of a deleted file, and the `.skip` markers."""
+
+    def __init__(self, admin: Path) -> None:
+        self.admin = admin
+        self.applied: dict[str, str] = {}
+
+    def sync(self) -> int:
+        """Apply what changed; returns how many files failed."""
+        failed = 0
+        for path in sorted(AUTO_DEPLOY.glob("*")):
+            if path.suffix not in (".yaml", ".yml", ".json") or not path.is_file():
+                continue
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            if self.applied.get(path.name) == digest:
+                continue
+            proc = kubectl(self.admin, "apply", "--server-side", "--force-conflicts", "--field-manager", "k3s-deploy",
+                           "-f", str(path), check=False)  # fmt: skip
+            if proc.returncode == 0:
+                self.applied[path.name] = digest
+                log(f"applied {path.name}")
+            else:
+                failed += 1
+                log(f"{path.name} not applied yet: {proc.stderr.strip().splitlines()[-1:] or proc.returncode}")
+        return failed
+
+
 def server(s: dict, sup: Supervisor) -> None:
     ip = node_ip(s)
     token = read_token(s)
@@ -680,12 +713,14 @@ def server(s: dict, sup: Supervisor) -> None:
     objects = bootstrap_objects(s, ip, ca_pem, token)
     doc = "\n---\n".join(yaml.safe_dump(o, sort_keys=False) for o in objects)
     sup.wait_for("bootstrap objects", lambda: kubectl(admin, "apply", "-f", "-", stdin=doc, check=False).returncode == 0)
-    if MANIFESTS.is_dir() and any(MANIFESTS.iterdir()):
-        sup.wait_for(
-            "bundled manifests",
-            lambda: kubectl(admin, "apply", "--server-side", "--force-conflicts", "-f", str(MANIFESTS), check=False).returncode
-            == 0,
-        )
+    # K3s writes its own manifests into the auto-deploy directory at start; its deploy controller applies that
+    # directory (the collection's serving stage writes there too).
+    AUTO_DEPLOY.mkdir(parents=True, exist_ok=True)
+    if MANIFESTS.is_dir():
+        for path in sorted(MANIFESTS.iterdir()):
+            write(AUTO_DEPLOY / f"aiinfra-lab-{path.name}", path.read_text())
+    sup.deployer = AutoDeploy(admin)
+    sup.wait_for("bundled manifests", lambda: sup.deployer.sync() == 0)
     # What K3s writes for operators: the admin kubeconfig and the full token (its CA hash lets agents pin the CA).
     Path("/etc/rancher/k3s").mkdir(parents=True, exist_ok=True)
     write(Path("/etc/rancher/k3s/k3s.yaml"), admin_kubeconfig(local, ca_pem), int(s["kubeconfig_mode"], 8))

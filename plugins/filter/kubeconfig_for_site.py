@@ -44,7 +44,8 @@ def kubeconfig_for_site(text, server, name):
     from ansible_collections.aiinfra.k3s.plugins.plugin_utils.kubeconfig import site_kubeconfig
 
     try:
-        return site_kubeconfig(text, server, name)
+        # Plain str: Ansible's tagged strings (ansible-core >= 2.19) cannot be represented by yaml.safe_dump.
+        return site_kubeconfig(str(text), str(server), str(name))
     except ValueError as exc:
         raise AnsibleFilterError(str(exc)) from exc
 

@@ -1,0 +1,3 @@
+module aiinfra.k3s/lab/pause
+
+go 1.26

@@ -1,0 +1,432 @@
+"""Build the node components K3s bundles from their Go modules, for real kubelets in the lab's podman nodes.
+
+    nodebuild.py build [--k3s-version vX.Y.Z+k3sN]   build (or find cached) binaries, print their directory
+    nodebuild.py path                                print the directory the current recipe would use
+
+K3s itself, and the forks its go.mod swaps in for Kubernetes and containerd, are refused by the Go module
+proxy (see kubebuild.py). This tool builds the same components from the upstream modules the forks are based
+on, at the versions K3s v1.36.4+k3s1 carries where those could be established (the sources are named next to
+each version below), or the nearest the proxy serves. The last line of `build` is the absolute path of
+.cache/node/<recipe-key>/bin, which holds static linux/amd64 executables (CGO_ENABLED=0, -trimpath, -s -w):
+
+  * kubelet, kube-proxy, kubectl from k8s.io/kubernetes at the Kubernetes version of `k3s_version`, with the
+    replaces and version flags kubebuild derives; kube-apiserver, kube-controller-manager, kube-scheduler and
+    etcd copied from kubebuild's output (kubebuild.build);
+  * containerd, containerd-shim-runc-v2, ctr (github.com/containerd/containerd/v2);
+  * the CNI plugins bridge, host-local, loopback, portmap (github.com/containernetworking/plugins);
+  * flanneld (github.com/flannel-io/flannel's main.go without its udp backend, cgo-only on amd64, and its
+    tencentvpc backend, whose SDK the proxy refuses; K3s registers neither) and coredns (github.com/coredns/coredns);
+  * pause (lab/node/pause: the lab's Go build of the pause container's behaviour, not the upstream C binary);
+  * aiinfra-lab-device-plugin (lab/node/deviceplugin: a STAND-IN NVIDIA device plugin, no GPU);
+  * versions.json: per binary, {"module", "version", "k3s_carries", "note"}.
+
+The recipe (versions, flags, Go version, kubebuild's key, a digest of lab/node) is hashed into the directory
+name; a second run builds nothing and says "cached". Only the standard library is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import kubebuild
+from kubebuild import BuildError
+
+ROOT = kubebuild.ROOT
+CACHE = ROOT / ".cache" / "node"
+NODE_SOURCES = ROOT / "lab" / "node"
+LDFLAGS = "-s -w"
+BUILD_FLAGS = ("-trimpath",)
+RECIPE_VERSION = 1  # bump when the build steps below change
+
+# What K3s v1.36.4+k3s1 carries, and where that was read (sources outside this repository, found with a code
+# search; the forks are refused by the proxy, so the upstream release each fork is based on is built):
+#  * containerd: github.com/k3s-io/containerd/v2 v2.3.4-k3s1.36 (K3s v1.36.4+k3s1 release notes, quoted in
+#    changelogs/fragments/12-current-releases-serving-plan.yml; a v1.36.4+k3s1 node reports
+#    containerd://2.3.4-k3s1.36). Upstream v2.3.4 is served.
+#  * CNI plugins: k3s-io/plugins v1.9.1-k3s1 (VERSION_CNIPLUGINS in K3s's scripts/version.sh of 2026).
+#  * flannel: v0.28.4 in K3s v1.36.0+k3s1's release notes and in K3s main's go.mod (Kubernetes 1.37.0-rc.1
+#    replaces); no source names v1.36.4's, so k3s_carries stays null.
+#  * CoreDNS: rancher/mirrored-coredns-coredns:1.14.6 observed on a v1.36.4+k3s1 cluster.
+#  * etcd: k3s-io/etcd v3.6.14-k3s1 (release notes, as above); kubebuild builds the version Kubernetes needs.
+CONTAINERD = ("github.com/containerd/containerd/v2", "v2.3.4", "v2.3.4-k3s1.36")
+CNI_PLUGINS = ("github.com/containernetworking/plugins", "v1.9.1", "v1.9.1-k3s1")
+FLANNEL = ("github.com/flannel-io/flannel", "v0.28.4", None)
+# flanneld is flannel's own main.go, built without two of its backend registrations: udp, whose amd64 code needs
+# cgo (undefined: runCProxy with CGO_ENABLED=0), and tencentvpc, whose SDK
+# github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common@v1.3.79 the proxy refuses ("403 Forbidden: This
+# module version is not available"). K3s, which embeds flannel, registers neither (vxlan, host-gw, wireguard,
+# extension, ipsec are kept).
+FLANNEL_DROPPED = ("pkg/backend/udp", "pkg/backend/tencentvpc")
+COREDNS = ("github.com/coredns/coredns", "v1.14.6", "v1.14.6")
+ETCD_K3S = "v3.6.14-k3s1"
+LOCAL_PROGRAMS = ("pause", "deviceplugin")  # directories under lab/node
+CONTROL_PLANE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd")
+
+
+class Log:
+    """Prints the lines `build` shows; a class so tests can silence it."""
+
+    quiet = False
+
+    @classmethod
+    def line(cls, msg: str) -> None:
+        if not cls.quiet:
+            print(f"[nodebuild] {msg}", flush=True)
+
+
+@dataclass(frozen=True)
+class Component:
+    """One thing to build: a module at a version, and the binaries (name -> package) it yields."""
+
+    name: str
+    module: str
+    version: str
+    binaries: dict[str, str]
+    k3s_carries: str | None = None
+    note: str | None = None
+    tags: tuple[str, ...] = ()
+    xflags: dict[str, str] = field(default_factory=dict)  # -X package.var=value
+    local: str = ""  # directory under lab/node for the lab's own programs
+    main_file: str = ""  # build this file of the module as a main package of its own (flannel's main.go) ...
+    drop_imports: tuple[str, ...] = ()  # ... without these blank imports (module-relative package paths)
+
+    def ldflags(self) -> str:
+        return " ".join([LDFLAGS, *(f"-X {var}={value}" for var, value in sorted(self.xflags.items()))])
+
+
+# ---------------------------------------------------------------- pure functions (unit-tested)
+
+
+def k3s_fork_version(k3s_version: str) -> str:
+    """v1.36.4+k3s1 -> v1.36.4-k3s1, the tag of github.com/k3s-io/kubernetes that release builds."""
+    kubebuild.kubernetes_version(k3s_version)  # refuses what is not a K3s tag
+    return k3s_version.strip().replace("+", "-")
+
+
+def kube_xflags(kube_version: str) -> dict[str, str]:
+    """The -X flags of kubebuild.version_ldflags (the binaries report their real version), as a dict."""
+    words = kubebuild.version_ldflags(kube_version).split()
+    return dict(words[i + 1].split("=", 1) for i, word in enumerate(words) if word == "-X")
+
+
+def nearest_note(k3s_carries: str | None, version: str, why: str) -> str | None:
+    """The versions.json note: None where the build is what K3s carries, else what was built instead and why."""
+    if k3s_carries == version:
+        return None
+    return f"nearest served: {version}; {why}"
+
+
+def components(k3s_version: str, etcd_version: str, sources: str) -> list[Component]:
+    """Everything the bin directory holds, in build order (cheap first, containerd last). A binary whose
+    package is "" is copied from kubebuild's output, not built here."""
+    kube = kubebuild.kubernetes_version(k3s_version)
+    fork = k3s_fork_version(k3s_version)
+    kube_note = nearest_note(
+        fork, kube, f"K3s builds its fork github.com/k3s-io/kubernetes {fork}, refused by the module proxy"
+    )
+    local = f"local-{sources[:12]}"
+    cd_mod, cd_ver, cd_k3s = CONTAINERD
+    cni_mod, cni_ver, cni_k3s = CNI_PLUGINS
+    fl_mod, fl_ver, fl_k3s = FLANNEL
+    dns_mod, dns_ver, dns_k3s = COREDNS
+    return [
+        Component(
+            "control-plane",
+            kubebuild.KUBERNETES_MODULE,
+            kube,
+            {name: "" for name in CONTROL_PLANE[:3]},
+            fork,
+            kube_note,
+        ),
+        Component(
+            "etcd",
+            kubebuild.ETCD_MODULE,
+            etcd_version,
+            {"etcd": ""},
+            ETCD_K3S,
+            nearest_note(
+                ETCD_K3S,
+                etcd_version,
+                f"the etcd Kubernetes {kube} requires, built by kubebuild; K3s carries its fork github.com/k3s-io/etcd",
+            ),
+        ),
+        Component(
+            "kubernetes",
+            kubebuild.KUBERNETES_MODULE,
+            kube,
+            {name: f"{kubebuild.KUBERNETES_MODULE}/cmd/{name}" for name in ("kubelet", "kube-proxy", "kubectl")},
+            fork,
+            kube_note,
+            xflags=kube_xflags(kube),
+        ),
+        Component(
+            "pause",
+            "aiinfra.k3s/lab/pause",
+            local,
+            {"pause": "."},
+            None,
+            "the lab's Go build of the pause container's behaviour; K3s's sandbox image is rancher/mirrored-pause",
+            local="pause",
+        ),
+        Component(
+            "deviceplugin",
+            "aiinfra.k3s/lab/deviceplugin",
+            local,
+            {"aiinfra-lab-device-plugin": "."},
+            None,
+            "stand-in NVIDIA device plugin (no GPU); K3s bundles no device plugin",
+            local="deviceplugin",
+        ),
+        Component(
+            "cni-plugins",
+            cni_mod,
+            cni_ver,
+            {
+                "bridge": f"{cni_mod}/plugins/main/bridge",
+                "host-local": f"{cni_mod}/plugins/ipam/host-local",
+                "loopback": f"{cni_mod}/plugins/main/loopback",
+                "portmap": f"{cni_mod}/plugins/meta/portmap",
+            },
+            cni_k3s,
+            nearest_note(cni_k3s, cni_ver, "upstream release of K3s's fork github.com/k3s-io/plugins"),
+            xflags={f"{cni_mod}/pkg/utils/buildversion.BuildVersion": cni_ver},
+        ),
+        Component(
+            "flannel",
+            fl_mod,
+            fl_ver,
+            {"flanneld": "."},
+            fl_k3s,
+            nearest_note(
+                fl_k3s,
+                fl_ver,
+                "K3s v1.36.0+k3s1 and K3s main carry v0.28.4, v1.36.4's was not found; flannel's main.go without "
+                "the udp backend (cgo only on amd64) and the tencentvpc backend (its SDK is refused by the proxy), "
+                "neither of which K3s registers",
+            ),
+            xflags={f"{fl_mod}/pkg/version.Version": fl_ver},
+            main_file="main.go",
+            drop_imports=FLANNEL_DROPPED,
+        ),
+        Component(
+            "coredns",
+            dns_mod,
+            dns_ver,
+            {"coredns": dns_mod},
+            dns_k3s,
+            nearest_note(dns_k3s, dns_ver, "the CoreDNS release K3s deploys"),
+        ),
+        Component(
+            "containerd",
+            cd_mod,
+            cd_ver,
+            {name: f"{cd_mod}/cmd/{name}" for name in ("containerd", "containerd-shim-runc-v2", "ctr")},
+            cd_k3s,
+            nearest_note(
+                cd_k3s, cd_ver, "upstream release of K3s's fork github.com/k3s-io/containerd/v2 (refused by the proxy)"
+            ),
+            tags=("no_btrfs",),
+            xflags={
+                f"{cd_mod}/version.Version": cd_ver,
+                f"{cd_mod}/version.Package": cd_mod,
+            },
+        ),
+    ]
+
+
+def binaries(comps: list[Component]) -> list[str]:
+    """Every executable the bin directory must hold."""
+    return [name for comp in comps for name in comp.binaries]
+
+
+def versions_json(comps: list[Component]) -> dict[str, dict[str, str | None]]:
+    """versions.json: for each binary, the module and version it was built from and what K3s carries."""
+    return {
+        name: {"module": comp.module, "version": comp.version, "k3s_carries": comp.k3s_carries, "note": comp.note}
+        for comp in comps
+        for name in comp.binaries
+    }
+
+
+def recipe(comps: list[Component], go_version: str, kube_key: str) -> dict:
+    """What decides the binaries: change any of it and the directory changes."""
+    return {
+        "recipe": RECIPE_VERSION,
+        "cgo": "0",
+        "goos": "linux",
+        "goarch": "amd64",
+        "flags": list(BUILD_FLAGS),
+        "go": go_version,
+        "kubebuild": kube_key,
+        "versions": versions_json(comps),  # versions.json is part of the output
+        "components": {
+            c.name: [
+                c.module,
+                c.version,
+                sorted(c.binaries.items()),
+                list(c.tags),
+                c.ldflags(),
+                c.main_file,
+                list(c.drop_imports),
+            ]
+            for c in comps
+        },
+    }
+
+
+def recipe_key(kube_version: str, recipe_dict: dict) -> str:
+    digest = hashlib.sha256(json.dumps(recipe_dict, sort_keys=True).encode()).hexdigest()
+    return f"{kube_version}-{digest[:12]}"
+
+
+def sources_digest(files: dict[str, bytes]) -> str:
+    """A digest of the lab's own Go programs ({relative path: content}), so editing them rebuilds."""
+    h = hashlib.sha256()
+    for rel in sorted(files):
+        h.update(rel.encode() + b"\0" + files[rel] + b"\0")
+    return h.hexdigest()
+
+
+def without_imports(source: str, module: str, packages: tuple[str, ...]) -> str:
+    """A Go file without the blank imports `_ "MODULE/PACKAGE"` of packages; each must be there exactly once."""
+    lines = source.splitlines(keepends=True)
+    for package in packages:
+        wanted = f'_ "{module}/{package}"'
+        hits = [i for i, line in enumerate(lines) if line.strip() == wanted]
+        if len(hits) != 1:
+            raise BuildError(f"expected one import {wanted} in the upstream main package, found {len(hits)}")
+        del lines[hits[0]]
+    return "".join(lines)
+
+
+def build_args(comp: Component, out: Path, name: str, package: str) -> list[str]:
+    """The `go build` arguments for one binary of a component."""
+    args = ["build", *BUILD_FLAGS]
+    if comp.tags:
+        args += ["-tags", ",".join(comp.tags)]
+    return [*args, "-ldflags", comp.ldflags(), "-o", str(out / name), package]
+
+
+# ---------------------------------------------------------------- process boundary
+
+
+def read_sources() -> dict[str, bytes]:
+    """The Go files of the lab's own programs (lab/node holds other helpers' files too: they do not count)."""
+    return {
+        str(path.relative_to(NODE_SOURCES)): path.read_bytes()
+        for program in LOCAL_PROGRAMS
+        for path in sorted((NODE_SOURCES / program).rglob("*"))
+        if path.is_file() and path.name.endswith((".go", "go.mod", "go.sum"))
+    }
+
+
+def plan(k3s_version: str) -> tuple[list[Component], Path]:
+    """The components and the bin directory the current recipe uses (asks the proxy/module cache for etcd)."""
+    kube = kubebuild.kubernetes_version(k3s_version)
+    kube_bin = kubebuild.bin_dir(k3s_version)
+    comps = components(k3s_version, kubebuild.etcd_version_for(kube), sources_digest(read_sources()))
+    key = recipe_key(kube, recipe(comps, kubebuild.go_version(), kube_bin.parent.name))
+    return comps, CACHE / key / "bin"
+
+
+def module_workdir(comp: Component, work: Path, replaces: dict[str, str], go_min: str) -> Path:
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "go.mod").write_text(
+        kubebuild.render_gomod(f"aiinfra.k3s/nodebuild/{comp.name}", go_min, {comp.module: comp.version}, replaces)
+    )
+    kubebuild.go("mod", "download", comp.module, cwd=work)
+    return work
+
+
+def build_module(comp: Component, work: Path, out: Path) -> None:
+    """A component from an upstream module: a scratch module requiring it, with its replaces made published."""
+    info = kubebuild.module_info(comp.module, comp.version)
+    gomod = Path(info["GoMod"]).read_text()
+    go_min, _requires, _replaces = kubebuild.parse_gomod(gomod)
+    fallback = kubebuild.staging_version(comp.version) if comp.module == kubebuild.KUBERNETES_MODULE else None
+    replaces = kubebuild.published_replaces(gomod, fallback)
+    module_workdir(comp, work, replaces, go_min)
+    if comp.main_file:
+        source = (Path(info["Dir"]) / comp.main_file).read_text()
+        (work / comp.main_file).write_text(without_imports(source, comp.module, comp.drop_imports))
+    for name, package in comp.binaries.items():
+        kubebuild.go(*build_args(comp, out, name, package), cwd=work)
+
+
+def build_local(comp: Component, work: Path, out: Path) -> None:
+    """One of the lab's own programs, built from a copy so the go command never writes into the repository."""
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(NODE_SOURCES / comp.local, work)
+    for name, package in comp.binaries.items():
+        kubebuild.go(*build_args(comp, out, name, package), cwd=work)
+
+
+def copy_control_plane(k3s_version: str, names: list[str], out: Path) -> None:
+    source = kubebuild.build(k3s_version)
+    for name in names:
+        shutil.copy2(source / name, out / name)
+
+
+def build(k3s_version: str) -> Path:
+    os.environ.update(GOOS="linux", GOARCH="amd64")  # kubebuild.go_env() copies os.environ
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with (CACHE / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time: there are only two cores
+        return _build_locked(k3s_version)
+
+
+def _build_locked(k3s_version: str) -> Path:
+    comps, out = plan(k3s_version)
+    names = binaries(comps)
+    if all((out / name).is_file() for name in names) and (out / "versions.json").is_file():
+        Log.line(f"cached: {out} ({len(names)} binaries); nothing built")
+        return out
+    tmp_out = out.with_name("bin.partial")
+    shutil.rmtree(tmp_out, ignore_errors=True)
+    tmp_out.mkdir(parents=True)
+    work = out.parent / "work"
+    total = time.monotonic()
+    copied = [name for comp in comps for name, package in comp.binaries.items() if not package]
+    copy_control_plane(k3s_version, copied, tmp_out)
+    Log.line(f"copied {', '.join(copied)} from kubebuild in {time.monotonic() - total:.0f}s")
+    for comp in comps:
+        if not all(comp.binaries.values()):
+            continue  # copied above
+        started = time.monotonic()
+        try:
+            (build_local if comp.local else build_module)(comp, work / comp.name, tmp_out)
+        except BuildError as exc:
+            raise BuildError(f"{comp.name} ({comp.module}@{comp.version}): {exc}") from None
+        Log.line(f"built {comp.name} in {time.monotonic() - started:.0f}s")
+    (tmp_out / "versions.json").write_text(json.dumps(versions_json(comps), indent=2, sort_keys=True) + "\n")
+    shutil.rmtree(out, ignore_errors=True)
+    tmp_out.rename(out)
+    Log.line(f"build time {time.monotonic() - total:.0f}s -> {out}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("cmd", choices=("build", "path"))
+    parser.add_argument("--k3s-version", default=None, help="default: k3s_version of roles/k3s/defaults/main.yml")
+    args = parser.parse_args(argv)
+    try:
+        k3s_version = args.k3s_version or kubebuild.pinned_k3s_version(kubebuild.K3S_DEFAULTS.read_text())
+        print(build(k3s_version) if args.cmd == "build" else plan(k3s_version)[1])
+    except BuildError as exc:
+        print(f"[nodebuild] ERROR: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

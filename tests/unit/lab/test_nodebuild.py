@@ -1,0 +1,190 @@
+import os
+import shutil
+import subprocess
+import sys
+
+import nodebuild
+import pytest
+
+K3S = "v1.36.4+k3s1"
+SOURCES = "0123456789abcdef" * 4
+NODE_BINARIES = {
+    "kubelet",
+    "kube-proxy",
+    "kubectl",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "etcd",
+    "containerd",
+    "containerd-shim-runc-v2",
+    "ctr",
+    "bridge",
+    "host-local",
+    "loopback",
+    "portmap",
+    "flanneld",
+    "coredns",
+    "pause",
+    "aiinfra-lab-device-plugin",
+}
+
+
+def comps(k3s=K3S, etcd="v3.6.7", sources=SOURCES):
+    return nodebuild.components(k3s, etcd, sources)
+
+
+def test_the_bin_directory_holds_exactly_the_contracted_binaries():
+    names = nodebuild.binaries(comps())
+    assert len(names) == len(set(names))
+    assert set(names) == NODE_BINARIES
+    assert names[-3:] == ["containerd", "containerd-shim-runc-v2", "ctr"]  # the longest build comes last
+
+
+def test_versions_json_has_one_entry_of_the_same_shape_per_binary():
+    versions = nodebuild.versions_json(comps())
+    assert set(versions) == NODE_BINARIES
+    for name, entry in versions.items():
+        assert set(entry) == {"module", "version", "k3s_carries", "note"}, name
+        assert entry["module"] and entry["version"], name
+        if entry["k3s_carries"] != entry["version"]:
+            assert entry["note"].startswith("nearest served") or entry["k3s_carries"] is None, name
+        else:
+            assert entry["note"] is None, name
+
+
+def test_versions_json_names_the_k3s_forks_and_the_upstream_releases_built():
+    versions = nodebuild.versions_json(comps())
+    assert versions["kubelet"] == {
+        "module": "k8s.io/kubernetes",
+        "version": "v1.36.4",
+        "k3s_carries": "v1.36.4-k3s1",
+        "note": versions["kubelet"]["note"],
+    }
+    assert "github.com/k3s-io/kubernetes" in versions["kubelet"]["note"]
+    assert versions["containerd"]["module"] == "github.com/containerd/containerd/v2"
+    assert (versions["containerd"]["version"], versions["containerd"]["k3s_carries"]) == ("v2.3.4", "v2.3.4-k3s1.36")
+    assert versions["coredns"]["note"] is None  # the release K3s deploys is served as is
+    assert versions["flanneld"]["k3s_carries"] is None and "udp backend" in versions["flanneld"]["note"]
+    assert versions["pause"]["version"] == versions["aiinfra-lab-device-plugin"]["version"] == "local-0123456789ab"
+    assert versions["etcd"]["version"] == "v3.6.7"
+
+
+def test_kubernetes_binaries_report_their_release_like_kubebuilds():
+    kube = next(c for c in comps() if c.name == "kubernetes")
+    flags = kube.ldflags()
+    assert flags.startswith("-s -w ")
+    assert "-X k8s.io/component-base/version.gitVersion=v1.36.4" in flags
+    assert "-X k8s.io/client-go/pkg/version.gitMinor=36" in flags
+
+
+def test_every_module_build_is_static_stripped_and_trimmed(tmp_path):
+    for comp in comps():
+        for name, package in comp.binaries.items():
+            if not package:
+                continue  # copied from kubebuild's output
+            args = nodebuild.build_args(comp, tmp_path, name, package)
+            assert args[:2] == ["build", "-trimpath"]
+            assert args[args.index("-ldflags") + 1].startswith("-s -w")
+            assert args[-2:] == [str(tmp_path / name), package]
+    containerd = next(c for c in comps() if c.name == "containerd")
+    args = nodebuild.build_args(containerd, tmp_path, "ctr", "x")
+    assert args[args.index("-tags") + 1] == "no_btrfs"
+
+
+def test_recipe_key_is_stable_and_follows_every_input():
+    recipe = nodebuild.recipe(comps(), "go1.26.8", "v1.36.4-e6fcb6ea904f")
+    key = nodebuild.recipe_key("v1.36.4", recipe)
+    assert key.startswith("v1.36.4-") and len(key) == len("v1.36.4-") + 12
+    assert key == nodebuild.recipe_key("v1.36.4", nodebuild.recipe(comps(), "go1.26.8", "v1.36.4-e6fcb6ea904f"))
+    changed = [
+        nodebuild.recipe(comps(), "go1.26.9", "v1.36.4-e6fcb6ea904f"),
+        nodebuild.recipe(comps(), "go1.26.8", "v1.36.4-000000000000"),
+        nodebuild.recipe(comps(etcd="v3.6.8"), "go1.26.8", "v1.36.4-e6fcb6ea904f"),
+        nodebuild.recipe(comps(sources="f" * 64), "go1.26.8", "v1.36.4-e6fcb6ea904f"),
+        nodebuild.recipe(comps(k3s="v1.36.5+k3s1"), "go1.26.8", "v1.36.4-e6fcb6ea904f"),
+    ]
+    assert len({key, *(nodebuild.recipe_key("v1.36.4", r) for r in changed)}) == 1 + len(changed)
+
+
+def test_sources_digest_follows_names_and_contents_not_order():
+    a = {"pause/main.go": b"package main", "pause/go.mod": b"module x"}
+    assert nodebuild.sources_digest(a) == nodebuild.sources_digest(dict(reversed(list(a.items()))))
+    assert nodebuild.sources_digest(a) != nodebuild.sources_digest({**a, "pause/main.go": b"package main\n"})
+    assert nodebuild.sources_digest(a) != nodebuild.sources_digest({"pause/main2.go": b"package main", **a})
+
+
+def test_the_lab_sources_are_read_for_the_digest():
+    files = nodebuild.read_sources()
+    for rel in ("pause/main.go", "pause/go.mod", "deviceplugin/main.go", "deviceplugin/go.mod", "deviceplugin/go.sum"):
+        assert rel in files
+
+
+@pytest.mark.parametrize(("k3s", "fork"), [("v1.36.4+k3s1", "v1.36.4-k3s1"), ("v1.33.5+k3s2", "v1.33.5-k3s2")])
+def test_the_k3s_fork_tag_of_a_release(k3s, fork):
+    assert nodebuild.k3s_fork_version(k3s) == fork
+
+
+def test_a_non_k3s_tag_is_refused():
+    with pytest.raises(nodebuild.BuildError, match="not a K3s release tag"):
+        nodebuild.k3s_fork_version("v1.36.4")
+
+
+def test_bad_versions_give_one_clear_error_and_no_stack(root):
+    proc = subprocess.run(
+        [sys.executable, str(root / "lab" / "nodebuild.py"), "path", "--k3s-version", "latest"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("[nodebuild] ERROR:") and proc.stderr.count("\n") == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("go") is None, reason="the go command is not installed")
+@pytest.mark.parametrize("program", ["pause", "deviceplugin"])
+def test_the_lab_go_programs_pass_vet_and_their_tests(root, program):
+    env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=readonly", GOWORK="off", GOTOOLCHAIN="local")
+    for args in (["go", "vet", "./..."], ["go", "test", "./..."]):
+        proc = subprocess.run(
+            args, cwd=root / "lab" / "node" / program, env=env, capture_output=True, text=True, timeout=600, check=False
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+MAIN_GO = """package main
+
+import (
+\t"fmt"
+
+\t_ "github.com/flannel-io/flannel/pkg/backend/tencentvpc"
+\t_ "github.com/flannel-io/flannel/pkg/backend/udp"
+\t_ "github.com/flannel-io/flannel/pkg/backend/vxlan"
+)
+"""
+
+
+def test_flanneld_is_flannels_main_without_the_cgo_and_refused_backends():
+    out = nodebuild.without_imports(MAIN_GO, nodebuild.FLANNEL[0], nodebuild.FLANNEL_DROPPED)
+    assert "udp" not in out and "tencentvpc" not in out
+    assert '_ "github.com/flannel-io/flannel/pkg/backend/vxlan"' in out and '"fmt"' in out
+    flannel = next(c for c in comps() if c.name == "flannel")
+    assert (flannel.main_file, flannel.drop_imports, flannel.binaries) == (
+        "main.go",
+        ("pkg/backend/udp", "pkg/backend/tencentvpc"),
+        {"flanneld": "."},
+    )
+
+
+def test_an_upstream_main_that_changed_is_refused_by_name():
+    with pytest.raises(nodebuild.BuildError, match="pkg/backend/udp"):
+        nodebuild.without_imports(MAIN_GO.replace("udp", "udp2"), nodebuild.FLANNEL[0], nodebuild.FLANNEL_DROPPED)
+
+
+def test_a_changed_versions_note_changes_the_key():
+    base = comps()
+    edited = [c if c.name != "coredns" else nodebuild.Component(**{**c.__dict__, "note": "x"}) for c in base]
+    keys = {nodebuild.recipe_key("v1.36.4", nodebuild.recipe(cs, "go1.26.8", "k")) for cs in (base, edited)}
+    assert len(keys) == 2
