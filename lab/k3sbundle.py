@@ -112,7 +112,7 @@ def header(version: str, payload_sha: str) -> bytes:
 def coredns_manifest(image: str, cluster_dns: str = "10.43.0.10", domain: str = "cluster.local") -> str:
     """CoreDNS as K3s deploys it (Deployment, Service at the cluster DNS address, RBAC, Corefile)."""
     corefile = (
-        ".:53 {\n    errors\n    health\n    ready\n"
+        ".:1053 {\n    errors\n    health\n    ready\n"
         f"    kubernetes {domain} in-addr.arpa ip6.arpa {{\n      pods insecure\n      fallthrough in-addr.arpa ip6.arpa\n    }}\n"
         "    prometheus :9153\n    forward . /etc/resolv.conf\n    cache 30\n    loop\n    reload\n    loadbalance\n}\n"
     )
@@ -166,7 +166,7 @@ def coredns_manifest(image: str, cluster_dns: str = "10.43.0.10", domain: str = 
                                 "name": "coredns",
                                 "image": image,
                                 "imagePullPolicy": "IfNotPresent",
-                                "args": ["-conf", "/etc/coredns/Corefile", "-dns.port", "1053"],
+                                "args": ["-conf", "/etc/coredns/Corefile"],
                                 "ports": [
                                     {"name": "dns", "containerPort": 1053, "protocol": "UDP"},
                                     {"name": "dns-tcp", "containerPort": 1053, "protocol": "TCP"},

@@ -280,6 +280,7 @@ def cni_config(subnet_env: str) -> dict:
     """The pod network of this node from flannel's subnet.env: a bridge with host-local addresses (what K3s's
     flannel CNI plugin delegates to; that plugin's module is not served) plus portmap."""
     env = dict(line.split("=", 1) for line in subnet_env.splitlines() if "=" in line)
+    subnet = ipaddress.ip_interface(env["FLANNEL_SUBNET"])  # 10.42.1.1/24: the bridge's address in its network
     return {
         "cniVersion": "1.0.0",
         "name": "cbr0",
@@ -292,7 +293,10 @@ def cni_config(subnet_env: str) -> dict:
                 "ipMasq": False,
                 "hairpinMode": True,
                 "mtu": int(env.get("FLANNEL_MTU", "1450")),
-                "ipam": {"type": "host-local", "ranges": [[{"subnet": env["FLANNEL_SUBNET"]}]]},
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": str(subnet.network), "gateway": str(subnet.ip)}]],
+                },
             },
             {"type": "portmap", "capabilities": {"portMappings": True}, "snat": True},
         ],

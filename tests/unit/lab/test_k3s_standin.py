@@ -110,7 +110,7 @@ def test_cni_config_uses_the_flannel_subnet():
     env = "FLANNEL_NETWORK=10.42.0.0/16\nFLANNEL_SUBNET=10.42.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n"
     cfg = standin.cni_config(env)
     bridge = cfg["plugins"][0]
-    assert bridge["ipam"]["ranges"] == [[{"subnet": "10.42.1.1/24"}]]
+    assert bridge["ipam"]["ranges"] == [[{"subnet": "10.42.1.0/24", "gateway": "10.42.1.1"}]]
     assert bridge["mtu"] == 1450
     assert [p["type"] for p in cfg["plugins"]] == ["bridge", "portmap"]
 
