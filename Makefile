@@ -29,7 +29,7 @@ CLUSTER_INVENTORY ?= inventories/lab
 
 LITELLM_VENV := $(CACHE)/litellm-venv
 
-.PHONY: help venv links gateway runtime crd-deps test-tools docs-check lab lab-bundle lab-up lab-down lab-status test lint yamllint ansible-lint ruff sanity unit molecule bench clean kube-build cluster cluster-down live charts versions
+.PHONY: help venv links gateway runtime crd-deps test-tools docs-check lab lab-bundle lab-live lab-up lab-down lab-status test lint yamllint ansible-lint ruff sanity unit molecule bench clean kube-build cluster cluster-down live charts versions
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -69,7 +69,11 @@ lab: lab-bundle lab-up ## Start the lab, converge playbooks/site.yml on real kub
 	@$(BIN)/python lab/labctl.py serving --kubeconfig $(LAB_KUBECONFIG) \
 	  --kubectl "$$($(BIN)/python lab/nodebuild.py path)/kubectl"
 
-lab-down: ## Remove the lab nodes, network, inventory and key
+lab-live: venv links test-tools ## Real kubelets: `make lab`, the tests of tests/lab on it, then `make lab-down` (always)
+	@rc=0; { $(MAKE) --no-print-directory lab && $(BIN)/pytest -p no:cacheprovider tests/lab; } || rc=$$?; \
+	$(MAKE) --no-print-directory lab-down; exit $$rc
+
+lab-down: ## Remove the lab nodes, volumes, network, inventory and key; restore the host sysctls the kubelets changed
 	python3 lab/labctl.py down
 
 lab-status: ## List the lab nodes
@@ -160,8 +164,8 @@ molecule: venv links ## Molecule scenarios on lab nodes
 	failed=; for s in $(MOLECULE_SCENARIOS); do $(BIN)/molecule test -s $$s || failed="$$failed $$s"; done; \
 	if [ -n "$$failed" ]; then echo "[molecule] failed scenarios:$$failed" >&2; exit 1; fi
 
-test: venv links ## Everything CI runs: lint, sanity, unit, gateway, runtime, live, molecule (with each part's wall time)
-	@for t in lint sanity kube-build unit gateway runtime live molecule; do \
+test: venv links ## Everything CI runs: lint, sanity, unit, gateway, runtime, live, lab-live, molecule (each part's wall time)
+	@for t in lint sanity kube-build unit gateway runtime live lab-live molecule; do \
 	  t0=$$(date +%s); $(MAKE) --no-print-directory $$t; echo "[time] make $$t: $$(( $$(date +%s) - t0 ))s"; \
 	done
 

@@ -15,7 +15,8 @@ apt-get clean
 # PID 1 of a lab node (labctl starts nodes with it). On this cgroup v1 VM podman leaves every node in the root of
 # the host's name=systemd hierarchy, so the nodes' systemd and kubelets would share /init.scope and /kubepods and
 # delete each other's pods. Each node moves into a cgroup of its own there, takes a cgroup namespace rooted at it,
-# binds that cgroup over the hierarchy's mount point, and turns on shared mount propagation (the kubelet's volume mounts) before systemd starts.
+# mounts the hierarchy afresh in it (one mount, rooted there), and turns on shared mount propagation (the kubelet's
+# volume mounts) before systemd starts.
 cat > /usr/local/sbin/aiinfra-lab-init <<'INIT'
 #!/bin/sh
 set -e
@@ -27,7 +28,10 @@ if [ -z "${AIINFRA_LAB_CGNS:-}" ] && mountpoint -q /sys/fs/cgroup/systemd; then
   exec unshare --cgroup "$0" "$@"
 fi
 if [ -n "${AIINFRA_LAB_CGNS:-}" ]; then
-  mount --bind "/sys/fs/cgroup/systemd/aiinfra-lab-node-$(hostname)" /sys/fs/cgroup/systemd
+  # Podman stacks two mounts (and a release_agent mask) there: runc would pick a stale one's root for pods.
+  n=0
+  while mountpoint -q /sys/fs/cgroup/systemd && [ "$n" -lt 5 ]; do umount -l /sys/fs/cgroup/systemd; n=$((n + 1)); done
+  mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd
 fi
 mount --make-rshared /
 exec /sbin/init "$@"
