@@ -168,20 +168,26 @@ print("RESULT " + json.dumps(out))
 """
 
 
-def test_a_request_through_the_gateway_service_dns_name():
-    svc = next(s for s in get("services", "-n", NAMESPACE)["items"] if s["metadata"]["labels"].get("app.kubernetes.io/component") == "gateway")
-    backend = next(s for s in get("services", "-n", NAMESPACE)["items"] if s["metadata"]["labels"].get("app.kubernetes.io/component") == "vllm")
-    model = served_model()
+def service(component: str) -> str:
+    """http://<name>.<ns>.svc.cluster.local:<port> of the serving Service of a component (cluster DNS)."""
+    svc = next(
+        s
+        for s in get("services", "-n", NAMESPACE)["items"]
+        if s["metadata"]["labels"].get("app.kubernetes.io/component") == component
+    )
+    return f"http://{svc['metadata']['name']}.{NAMESPACE}.svc.cluster.local:{svc['spec']['ports'][0]['port']}"
+
+
+def start_client(ns: str, script: str, env: dict[str, str]) -> str:
+    """A restricted-compliant pod (the stand-in model server's image: it has python3) running script; its name."""
     key = (ROOT / ".cache" / "lab" / "litellm-master-key").read_text().strip()
     name = f"client-{uuid.uuid4().hex[:6]}"
-    kubectl("create", "namespace", CLIENT_NS, check=False)
-    kubectl("label", "namespace", CLIENT_NS, "pod-security.kubernetes.io/enforce=restricted", "--overwrite")
-    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": CLIENT_NS}, "stringData": {"key": key}}
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": ns}, "stringData": {"key": key}}
     kubectl("apply", "-f", "-", stdin=json.dumps(secret))
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": CLIENT_NS},
+        "metadata": {"name": name, "namespace": ns},
         "spec": {
             "restartPolicy": "Never",
             "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
@@ -190,38 +196,130 @@ def test_a_request_through_the_gateway_service_dns_name():
                     "name": "client",
                     "image": image_of("model-server-standin"),
                     "imagePullPolicy": "IfNotPresent",
-                    "command": ["python3", "-c", CLIENT],
-                    "env": [
-                        {"name": "GATEWAY", "value": f"http://{svc['metadata']['name']}.{NAMESPACE}.svc.cluster.local:{svc['spec']['ports'][0]['port']}"},
-                        {"name": "BACKEND", "value": f"http://{backend['metadata']['name']}.{NAMESPACE}.svc.cluster.local:{backend['spec']['ports'][0]['port']}"},
-                        {"name": "MODEL", "value": model},
-                        {"name": "KEY", "valueFrom": {"secretKeyRef": {"name": name, "key": "key"}}},
-                    ],
+                    "command": ["python3", "-c", script],
+                    "env": [{"name": k, "value": v} for k, v in env.items()]
+                    + [{"name": "KEY", "valueFrom": {"secretKeyRef": {"name": name, "key": "key"}}}],
                     "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "readOnlyRootFilesystem": True},
                 }
             ],
         },
     }  # fmt: skip
-    try:
-        kubectl("apply", "-f", "-", stdin=json.dumps(pod))
-        deadline = time.monotonic() + 120
-        phase = ""
-        while time.monotonic() < deadline:
-            phase = get("pod", "-n", CLIENT_NS, name)["status"].get("phase", "")
-            if phase in ("Succeeded", "Failed"):
-                break
-            time.sleep(2)
-        logs = kubectl("logs", "-n", CLIENT_NS, name).stdout
-        assert phase == "Succeeded", logs
-        result = json.loads(next(line for line in logs.splitlines() if line.startswith("RESULT "))[7:])
-    finally:
-        kubectl("delete", "namespace", CLIENT_NS, "--wait=false", check=False)
+    kubectl("apply", "-f", "-", stdin=json.dumps(pod))
+    return name
+
+
+def client_result(ns: str, name: str, timeout: float = 180) -> dict:
+    """Wait (bounded) for the client pod to end; the JSON it printed after RESULT."""
+    deadline = time.monotonic() + timeout
+    phase = ""
+    while time.monotonic() < deadline:
+        phase = get("pod", "-n", ns, name)["status"].get("phase", "")
+        if phase in ("Succeeded", "Failed"):
+            break
+        time.sleep(2)
+    logs = kubectl("logs", "-n", ns, name, check=False).stdout
+    assert phase == "Succeeded", f"client pod {name} {phase or 'never ended'}: {logs[-2000:]}"
+    return json.loads(next(line for line in logs.splitlines() if line.startswith("RESULT "))[7:])
+
+
+@pytest.fixture()
+def client_ns():
+    """A namespace of its own per test (restricted Pod Security), deleted afterwards."""
+    ns = f"{CLIENT_NS}-{uuid.uuid4().hex[:6]}"
+    kubectl("create", "namespace", ns)
+    kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted", "--overwrite")
+    yield ns
+    kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def test_a_request_through_the_gateway_service_dns_name(client_ns):
+    name = start_client(client_ns, CLIENT, {"GATEWAY": service("gateway"), "BACKEND": service("vllm"), "MODEL": served_model()})
+    result = client_result(client_ns, name)
     status, body = result["with_key"]
     assert status == 200, body
     assert json.loads(body)["choices"][0]["message"]["content"]
     assert result["without_key"] == 401
     assert result["unknown_model"] in (400, 404)
     assert result["backend_calls_for_unknown"] == 0
+
+
+LOAD = r"""
+import json, os, time, urllib.request, urllib.error
+base, key, model = os.environ["GATEWAY"], os.environ["KEY"], os.environ["MODEL"]
+count, spacing = int(os.environ["COUNT"]), float(os.environ["SPACING"])
+chat = json.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}).encode()
+results = []
+started = time.monotonic()
+for i in range(count):  # bounded: COUNT requests, each with a 10 s timeout
+    t0 = time.monotonic()
+    req = urllib.request.Request(base + "/v1/chat/completions", data=chat)
+    req.add_header("Content-Type", "application/json")
+    req.add_header("Authorization", "Bearer " + key)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            code = r.status
+    except urllib.error.HTTPError as e:
+        code = e.code
+    except Exception as e:
+        code = type(e).__name__
+    results.append([round(t0 - started, 2), code, round(time.monotonic() - t0, 3)])
+    time.sleep(max(0.0, spacing - (time.monotonic() - t0)))
+print("RESULT " + json.dumps(results))
+"""
+
+
+def test_killing_a_gateway_pod_under_load_is_measured(client_ns):
+    """Bounded load through the gateway Service while one LiteLLM pod is deleted: the failed fraction is printed
+    (a figure, not a timing assertion); the gateway must answer again before the load ends."""
+    gateways = pods_of("gateway")
+    assert len(gateways) >= 2, "the lab runs 2 gateway replicas (litellm_replicas)"
+    name = start_client(client_ns, LOAD, {"GATEWAY": service("gateway"), "MODEL": served_model(), "COUNT": "150", "SPACING": "0.2"})
+    deadline = time.monotonic() + 60
+    while get("pod", "-n", client_ns, name)["status"].get("phase") != "Running" and time.monotonic() < deadline:
+        time.sleep(1)
+    time.sleep(5)
+    kubectl("delete", "pod", "-n", NAMESPACE, gateways[0]["metadata"]["name"], "--wait=false")
+    results = client_result(client_ns, name)
+    failed = [r for r in results if r[1] != 200]
+    print(f"\n[lab-live] gateway pod killed under load: {len(failed)}/{len(results)} failed "
+          f"({100 * len(failed) / len(results):.1f} %); codes {sorted({str(r[1]) for r in failed})}")  # fmt: skip
+    assert results[-1][1] == 200, results[-10:]
+
+
+def test_drain_of_a_gpu_node_evicts_its_model_server_and_uncordon_brings_it_back():
+    """upgrade.yml's drain and uncordon (role k3s) on the GPU node that runs the model server: real eviction on a
+    real kubelet. Its replica stays Pending while the node is cordoned (its claim is bound to that node's local
+    volume: the node-loss issue), and runs there again after the uncordon."""
+    pod = pods_of("vllm")[0]
+    node = pod["spec"]["nodeName"]
+    uid = pod["metadata"]["uid"]
+    drain(node, "drain")
+    try:
+        after = [p for p in pods_of("vllm") if p["metadata"]["name"] == pod["metadata"]["name"]]
+        assert not after or after[0]["metadata"]["uid"] != uid, "the model server was not evicted"
+        assert all(p["spec"].get("nodeName") != node for p in pods_of("vllm"))
+        assert get("node", node)["spec"].get("unschedulable") is True
+    finally:
+        drain(node, "uncordon")
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        pods = pods_of("vllm")
+        if pods and all(p["status"].get("phase") == "Running" and p["status"].get("containerStatuses", [{}])[0].get("ready") for p in pods):
+            break
+        time.sleep(3)
+    else:
+        raise AssertionError(f"model server not Ready again after uncordon: {[p['status'].get('phase') for p in pods_of('vllm')]}")
+    assert not get("node", node)["spec"].get("unschedulable")
+
+
+def drain(node: str, step: str) -> None:
+    playbook = ROOT / "tests" / "live" / "playbooks" / "drain_uncordon.yml"
+    proc = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "ansible-playbook"), str(playbook), "-i", str(ROOT / "inventories" / "lab"),
+         "-e", f"drain_nodes={node}", "-e", f"drain_step={step}", "-e", f"k3s_kubeconfig_dest={KUBECONFIG}"],
+        capture_output=True, text=True, timeout=600, env=dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg")),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
 
 
 def served_model() -> str:
