@@ -328,3 +328,61 @@ def served_model() -> str:
     if "--served-model-name" in args:
         return args[args.index("--served-model-name") + 1]
     raise AssertionError(f"no --served-model-name in {args}")
+
+
+def allocation_run() -> tuple[subprocess.CompletedProcess, dict]:
+    """playbooks/gpu_allocation.yml against the lab (JSON callback): the process and its stage report."""
+    proc = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "ansible-playbook"), str(ROOT / "playbooks" / "gpu_allocation.yml"),
+         "-i", str(ROOT / "inventories" / "lab"), "-e", f"k3s_kubeconfig_dest={KUBECONFIG}"],
+        capture_output=True, text=True, timeout=600,
+        env=dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"),
+    )  # fmt: skip
+    result = json.loads(proc.stdout)
+    entries = []
+    for play in result["plays"]:
+        for task in play["tasks"]:
+            for host in task["hosts"].values():
+                entries = host.get("ansible_facts", {}).get("aiinfra_stage_report", entries)
+    return proc, {e["stage"]: e for e in entries}
+
+
+def test_gpu_allocation_reads_the_real_allocation_and_says_why_a_greedy_pod_waits():
+    proc, stages = allocation_run()
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    detail = stages["gpu_allocation"]["detail"]
+    assert "2 GPU node(s), 2 allocatable, 1 requested; 0 error(s)" in detail, detail
+    model = pods_of("vllm")[0]["spec"]
+    greedy = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "aiinfra-lab-greedy", "namespace": NAMESPACE},
+        "spec": {
+            "tolerations": model.get("tolerations", []),
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [
+                {
+                    "name": "c",
+                    "image": image_of("model-server-standin"),
+                    "imagePullPolicy": "IfNotPresent",
+                    "resources": {"limits": {"nvidia.com/gpu": "2"}},
+                    "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                }
+            ],
+        },
+    }
+    kubectl("apply", "-f", "-", stdin=json.dumps(greedy))
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # the scheduler's verdict is on the pod
+            conditions = get("pod", "-n", NAMESPACE, "aiinfra-lab-greedy")["status"].get("conditions", [])
+            if any(c.get("reason") == "Unschedulable" for c in conditions):
+                break
+            time.sleep(1)
+        proc, _stages = allocation_run()
+        text = " ".join(proc.stdout.split())
+        assert "GPU_POD_PENDING" in text, text[-3000:]
+        assert "Insufficient nvidia.com/gpu" in text, text[-3000:]
+        assert get("pod", "-n", NAMESPACE, "aiinfra-lab-greedy")["status"]["phase"] == "Pending"
+    finally:
+        kubectl("delete", "pod", "-n", NAMESPACE, "aiinfra-lab-greedy", "--wait=false", check=False)
