@@ -431,7 +431,8 @@ def test_one_autoscaler_per_target_and_maxima_fit_the_gpus(rendered):
         ref = obj["spec"]["scaleTargetRef"]
         target = deployments[(obj["metadata"]["namespace"], ref["name"])]
         assert (ref.get("apiVersion", "apps/v1"), ref.get("kind", "Deployment")) == ("apps/v1", target["kind"]), ref
-    assert (NAMESPACE[site], "litellm-ha") in targets
+    # The lab fixes its counts (no KEDA runs there: inventories/lab autoscaling_engine none).
+    assert ((NAMESPACE[site], "litellm-ha") in targets) == (site != "lab")
     total = sum(ALLOCATABLE[site].values())
     gpus_at_min = 0
     for dep in deployments.values():
@@ -716,7 +717,7 @@ def test_gateway_is_highly_available(rendered):
     site, docs, _out, _proc = rendered
     (dep,) = [d for d in workloads(docs) if d["metadata"]["name"] == "litellm-ha"]
     spec = dep["spec"]
-    assert min_replicas(dep, docs) == 3
+    assert min_replicas(dep, docs) == (2 if site == "lab" else 3)  # inventories/lab: litellm_replicas 2
     assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
     pod = spec["template"]["spec"]
     container = pod["containers"][0]
