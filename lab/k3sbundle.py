@@ -113,7 +113,8 @@ def coredns_manifest(image: str, cluster_dns: str = "10.43.0.10", domain: str = 
     """CoreDNS as K3s deploys it (Deployment, Service at the cluster DNS address, RBAC, Corefile)."""
     corefile = (
         ".:1053 {\n    errors\n    health\n    ready\n"
-        f"    kubernetes {domain} in-addr.arpa ip6.arpa {{\n      pods insecure\n      fallthrough in-addr.arpa ip6.arpa\n    }}\n"
+        f"    kubernetes {domain} in-addr.arpa ip6.arpa {{\n"
+        "      pods insecure\n      fallthrough in-addr.arpa ip6.arpa\n    }\n"
         "    prometheus :9153\n    forward . /etc/resolv.conf\n    cache 30\n    loop\n    reload\n    loadbalance\n}\n"
     )
     labels = {"k8s-app": "kube-dns"}
@@ -124,7 +125,11 @@ def coredns_manifest(image: str, cluster_dns: str = "10.43.0.10", domain: str = 
             "kind": "ClusterRole",
             "metadata": {"name": "system:coredns"},
             "rules": [
-                {"apiGroups": [""], "resources": ["endpoints", "services", "pods", "namespaces"], "verbs": ["list", "watch"]},
+                {
+                    "apiGroups": [""],
+                    "resources": ["endpoints", "services", "pods", "namespaces"],
+                    "verbs": ["list", "watch"],
+                },
                 {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
             ],
         },
@@ -174,7 +179,10 @@ def coredns_manifest(image: str, cluster_dns: str = "10.43.0.10", domain: str = 
                                 ],
                                 "readinessProbe": {"httpGet": {"path": "/ready", "port": 8181}, "periodSeconds": 2},
                                 "livenessProbe": {"httpGet": {"path": "/health", "port": 8080}, "periodSeconds": 10},
-                                "resources": {"requests": {"cpu": "50m", "memory": "70Mi"}, "limits": {"memory": "170Mi"}},
+                                "resources": {
+                                    "requests": {"cpu": "50m", "memory": "70Mi"},
+                                    "limits": {"memory": "170Mi"},
+                                },
                                 "securityContext": {
                                     "allowPrivilegeEscalation": False,
                                     "readOnlyRootFilesystem": True,
@@ -272,9 +280,7 @@ def build() -> Path:
         images.hardlink_to(archive)
     except OSError:
         shutil.copy2(archive, images)
-    (partial / f"sha256sum-{ARCH}.txt").write_text(
-        "".join(f"{sha256_file(p)}  {p.name}\n" for p in (k3s, images))
-    )
+    (partial / f"sha256sum-{ARCH}.txt").write_text("".join(f"{sha256_file(p)}  {p.name}\n" for p in (k3s, images)))
     payload.unlink()
     shutil.rmtree(stage)
     shutil.rmtree(out, ignore_errors=True)

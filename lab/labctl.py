@@ -528,7 +528,9 @@ def serving(kubeconfig: Path, kubectl_bin: str, namespace: str) -> None:
     svc = json.loads(out(run([*kubectl, "get", "services", "-n", namespace, "-o", "json"])))["items"]
     for item in svc:
         ports = ",".join(str(p["port"]) for p in item["spec"].get("ports", []))
-        log(f"service {item['metadata']['name']}.{namespace}.svc.cluster.local:{ports} ({item['spec'].get('clusterIP')})")
+        log(
+            f"service {item['metadata']['name']}.{namespace}.svc.cluster.local:{ports} ({item['spec'].get('clusterIP')})"
+        )
     log(f"reach the gateway from a lab node or a pod, or: kubectl -n {namespace} port-forward svc/<gateway> 4000")
     print(f"KUBECONFIG={kubeconfig}")
 

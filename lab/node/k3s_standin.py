@@ -525,7 +525,7 @@ def api_ready(url: str, ca: Path, cert: tuple[str, str] | None = None, path: str
     ctx = ssl.create_default_context(cafile=str(ca))
     if cert:
         ctx.load_cert_chain(*cert)
-    with urllib.request.urlopen(url + path, context=ctx, timeout=3) as resp:  # noqa: S310 - the local API
+    with urllib.request.urlopen(url + path, context=ctx, timeout=3) as resp:
         return resp.status == 200
 
 
@@ -611,7 +611,11 @@ def bootstrap_objects(s: dict, ip: str, ca_pem: bytes, token: str) -> list[dict]
             "apiVersion": crb,
             "kind": "RoleBinding",
             "metadata": {"name": "aiinfra-lab:cluster-info-reader", "namespace": "kube-public"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "aiinfra-lab:cluster-info-reader"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": "aiinfra-lab:cluster-info-reader",
+            },
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "system:anonymous"}],
         },
     ]
@@ -704,19 +708,21 @@ def server(s: dict, sup: Supervisor) -> None:
          "--cluster-signing-cert-file", str(ca), "--cluster-signing-key-file", str(TLS / "server-ca.key"),
          "--controllers", "*,bootstrapsigner,tokencleaner",
          "--allocate-node-cidrs=true", "--cluster-cidr", s["cluster_cidr"],
-         "--service-cluster-ip-range", s["service_cidr"], "--v=1"] + extra_args(s["kcm_args"]),
+         "--service-cluster-ip-range", s["service_cidr"], "--v=1", *extra_args(s["kcm_args"])],
     )  # fmt: skip
     sup.start(
         "kube-scheduler",
         [str(BIN / "kube-scheduler"), "--kubeconfig", str(cred / "scheduler.kubeconfig"),
          "--authentication-kubeconfig", str(cred / "scheduler.kubeconfig"),
          "--authorization-kubeconfig", str(cred / "scheduler.kubeconfig"),
-         "--bind-address", "127.0.0.1", "--leader-elect=false", "--v=1"] + extra_args(s["scheduler_args"]),
+         "--bind-address", "127.0.0.1", "--leader-elect=false", "--v=1", *extra_args(s["scheduler_args"])],
     )  # fmt: skip
     ca_pem = ca.read_bytes()
     objects = bootstrap_objects(s, ip, ca_pem, token)
     doc = "\n---\n".join(yaml.safe_dump(o, sort_keys=False) for o in objects)
-    sup.wait_for("bootstrap objects", lambda: kubectl(admin, "apply", "-f", "-", stdin=doc, check=False).returncode == 0)
+    sup.wait_for(
+        "bootstrap objects", lambda: kubectl(admin, "apply", "-f", "-", stdin=doc, check=False).returncode == 0
+    )
     # K3s writes its own manifests into the auto-deploy directory at start; its deploy controller applies that
     # directory (the collection's serving stage writes there too).
     AUTO_DEPLOY.mkdir(parents=True, exist_ok=True)
@@ -784,7 +790,7 @@ def discover_ca(server_url: str, token: str, timeout: float = WAIT_S) -> bytes:
     last = ""
     while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(url, context=insecure, timeout=5) as resp:  # noqa: S310
+            with urllib.request.urlopen(url, context=insecure, timeout=5) as resp:
                 cm = json.load(resp)
             payload = cm["data"]["kubeconfig"]
             sig = cm["data"].get(f"jws-kubeconfig-{tid}", "")
@@ -793,7 +799,9 @@ def discover_ca(server_url: str, token: str, timeout: float = WAIT_S) -> bytes:
             elif not jws_verify(sig, payload, tid, tsec):
                 raise SystemExit(f"{NAME}: cluster-info's signature does not verify with this token: wrong token?")
             else:
-                ca_pem = base64.b64decode(yaml.safe_load(payload)["clusters"][0]["cluster"]["certificate-authority-data"])
+                ca_pem = base64.b64decode(
+                    yaml.safe_load(payload)["clusters"][0]["cluster"]["certificate-authority-data"]
+                )
                 if want_hash and hashlib.sha256(ca_pem).hexdigest() != want_hash:
                     raise SystemExit(f"{NAME}: the server's CA does not match the hash in the token")
                 return ca_pem
@@ -820,7 +828,7 @@ def import_images(sup: Supervisor) -> None:
             unpack = "zstd -dc" if tarball.name.endswith(".zst") else "gzip -dc"
             subprocess.run(
                 f"{unpack} {tarball} | {' '.join(ctr)} images import --no-unpack -",
-                shell=True,  # noqa: S602 - fixed programs, paths from the image directory
+                shell=True,
                 check=True,
                 capture_output=True,
                 timeout=900,
@@ -829,7 +837,9 @@ def import_images(sup: Supervisor) -> None:
         log(f"imported {tarball.name} in {time.monotonic() - started:.1f}s")
 
 
-def agent(s: dict, sup: Supervisor, server_url: str = "", ca_pem: bytes | None = None, admin: Path | None = None) -> None:
+def agent(
+    s: dict, sup: Supervisor, server_url: str = "", ca_pem: bytes | None = None, admin: Path | None = None
+) -> None:
     ip = node_ip(s)
     token = read_token(s)
     name = s["node_name"]
@@ -847,7 +857,9 @@ def agent(s: dict, sup: Supervisor, server_url: str = "", ca_pem: bytes | None =
     write(AGENT / "bootstrap.kubeconfig", kubeconfig(server_url, ca_file, {"token": f"{tid}.{tsec}"}), 0o600)
     node_kubeconfig = AGENT / "kubelet.kubeconfig"
     current = str(KUBELET_PKI / "kubelet-client-current.pem")
-    write(node_kubeconfig, kubeconfig(server_url, ca_file, {"client-certificate": current, "client-key": current}), 0o600)
+    write(
+        node_kubeconfig, kubeconfig(server_url, ca_file, {"client-certificate": current, "client-key": current}), 0o600
+    )
 
     write(AGENT / "etc" / "containerd" / "config.toml", containerd_config(sandbox_image()))
     sup.start("containerd", [str(BIN / "containerd"), "--config", str(AGENT / "etc" / "containerd" / "config.toml")])
@@ -869,7 +881,7 @@ def agent(s: dict, sup: Supervisor, server_url: str = "", ca_pem: bytes | None =
     sup.wait_for("the kubelet's client certificate", lambda: Path(current).exists())
 
     if admin and server_labels:
-        labels = server_labels + ["node-role.kubernetes.io/control-plane=true"]
+        labels = [*server_labels, "node-role.kubernetes.io/control-plane=true"]
         sup.wait_for(
             "node labels",
             lambda: kubectl(admin, "label", "node", name, "--overwrite", *labels, check=False).returncode == 0,
@@ -892,17 +904,19 @@ def agent(s: dict, sup: Supervisor, server_url: str = "", ca_pem: bytes | None =
             "flannel",
             [str(BIN / "flanneld"), "--kube-subnet-mgr", "--kubeconfig-file", str(node_kubeconfig), "--ip-masq",
              "--net-config-path", str(AGENT / "etc" / "flannel" / "net-conf.json"),
-             "--subnet-file", str(flannel_env)] + (["--iface", iface] if iface else []),
+             "--subnet-file", str(flannel_env), *(["--iface", iface] if iface else [])],
             env={"NODE_NAME": name},
         )  # fmt: skip
         sup.wait_for("flannel's subnet", flannel_env.exists)
-        write(AGENT / "etc" / "cni" / "net.d" / "10-flannel.conflist", json.dumps(cni_config(flannel_env.read_text()), indent=2))
+        write(
+            AGENT / "etc" / "cni" / "net.d" / "10-flannel.conflist",
+            json.dumps(cni_config(flannel_env.read_text()), indent=2),
+        )
     sup.start(
         "kube-proxy",
         [str(BIN / "kube-proxy"), "--kubeconfig", str(node_kubeconfig), "--hostname-override", name,
          "--cluster-cidr", s["cluster_cidr"], "--proxy-mode", "iptables", "--conntrack-max-per-core", "0",
-         "--healthz-bind-address", "127.0.0.1:10256", "--metrics-bind-address", "127.0.0.1:10249"]
-        + extra_args(s["proxy_args"]),
+         "--healthz-bind-address", "127.0.0.1:10256", "--metrics-bind-address", "127.0.0.1:10249", *extra_args(s["proxy_args"])],
     )  # fmt: skip
     log(f"node {name} ({ip}) running: containerd, kubelet, flannel, kube-proxy")
     sd_notify("READY=1")

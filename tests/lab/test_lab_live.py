@@ -51,7 +51,7 @@ def lab_nodes() -> dict[str, str]:
     inv = yaml.safe_load(HOSTS.read_text())["all"]["children"]
     kinds = {}
     for group, kind in (("k3s_servers", "server"), ("k3s_agents", "gpu")):
-        for name in (inv.get(group, {}).get("hosts") or {}):
+        for name in inv.get(group, {}).get("hosts") or {}:
             kinds[name] = kind
     return kinds
 
@@ -178,11 +178,23 @@ def service(component: str) -> str:
     return f"http://{svc['metadata']['name']}.{NAMESPACE}.svc.cluster.local:{svc['spec']['ports'][0]['port']}"
 
 
+RESTRICTED_CONTAINER = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "readOnlyRootFilesystem": True,
+}
+
+
 def start_client(ns: str, script: str, env: dict[str, str]) -> str:
     """A restricted-compliant pod (the stand-in model server's image: it has python3) running script; its name."""
     key = (ROOT / ".cache" / "lab" / "litellm-master-key").read_text().strip()
     name = f"client-{uuid.uuid4().hex[:6]}"
-    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": ns}, "stringData": {"key": key}}
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": ns},
+        "stringData": {"key": key},
+    }
     kubectl("apply", "-f", "-", stdin=json.dumps(secret))
     pod = {
         "apiVersion": "v1",
@@ -199,7 +211,7 @@ def start_client(ns: str, script: str, env: dict[str, str]) -> str:
                     "command": ["python3", "-c", script],
                     "env": [{"name": k, "value": v} for k, v in env.items()]
                     + [{"name": "KEY", "valueFrom": {"secretKeyRef": {"name": name, "key": "key"}}}],
-                    "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "readOnlyRootFilesystem": True},
+                    "securityContext": RESTRICTED_CONTAINER,
                 }
             ],
         },
@@ -233,7 +245,9 @@ def client_ns():
 
 
 def test_a_request_through_the_gateway_service_dns_name(client_ns):
-    name = start_client(client_ns, CLIENT, {"GATEWAY": service("gateway"), "BACKEND": service("vllm"), "MODEL": served_model()})
+    name = start_client(
+        client_ns, CLIENT, {"GATEWAY": service("gateway"), "BACKEND": service("vllm"), "MODEL": served_model()}
+    )
     result = client_result(client_ns, name)
     status, body = result["with_key"]
     assert status == 200, body
@@ -273,7 +287,9 @@ def test_killing_a_gateway_pod_under_load_is_measured(client_ns):
     (a figure, not a timing assertion); the gateway must answer again before the load ends."""
     gateways = pods_of("gateway")
     assert len(gateways) >= 2, "the lab runs 2 gateway replicas (litellm_replicas)"
-    name = start_client(client_ns, LOAD, {"GATEWAY": service("gateway"), "MODEL": served_model(), "COUNT": "150", "SPACING": "0.2"})
+    name = start_client(
+        client_ns, LOAD, {"GATEWAY": service("gateway"), "MODEL": served_model(), "COUNT": "150", "SPACING": "0.2"}
+    )
     deadline = time.monotonic() + 60
     while get("pod", "-n", client_ns, name)["status"].get("phase") != "Running" and time.monotonic() < deadline:
         time.sleep(1)
@@ -304,11 +320,16 @@ def test_drain_of_a_gpu_node_evicts_its_model_server_and_uncordon_brings_it_back
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         pods = pods_of("vllm")
-        if pods and all(p["status"].get("phase") == "Running" and p["status"].get("containerStatuses", [{}])[0].get("ready") for p in pods):
+        if pods and all(
+            p["status"].get("phase") == "Running" and p["status"].get("containerStatuses", [{}])[0].get("ready")
+            for p in pods
+        ):
             break
         time.sleep(3)
     else:
-        raise AssertionError(f"model server not Ready again after uncordon: {[p['status'].get('phase') for p in pods_of('vllm')]}")
+        raise AssertionError(
+            f"model server not Ready again after uncordon: {[p['status'].get('phase') for p in pods_of('vllm')]}"
+        )
     assert not get("node", node)["spec"].get("unschedulable")
 
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "lab" / "node"))
-import k3s_standin as standin  # noqa: E402
+import k3s_standin as standin
 
 
 def test_bootstrap_token_has_kubernetes_shape_and_ignores_the_full_token_prefix():
