@@ -171,7 +171,7 @@ test: venv links ## Everything CI runs: lint, sanity, unit, gateway, runtime, li
 
 bench: venv links kube-build test-tools $(LITELLM_VENV)/.installed ## Builds, live cluster, apply and verifier timings; lab converge; manifest render; gateway auth latency
 	$(BIN)/python benchmarks/live_cluster.py
-	$(BIN)/python benchmarks/lab_converge.py --nodes 3 --nodes 12
+	$(BIN)/python benchmarks/lab_converge.py --nodes 3
 	$(BIN)/python benchmarks/render_manifests.py
 	$(BIN)/python benchmarks/gateway_auth.py
 
