@@ -195,8 +195,10 @@ def standin_spec(source: str, digest: str, vllm_image: str) -> dict:
     script = "\n".join(
         [
             "set -eu",
-            f"ln -s {target} /usr/local/bin/vllm",
-            f"ln -s {target} /usr/local/bin/model-server-standin",
+            # Entry points that run the module with Debian's python3 (the module itself has no shebang).
+            f"printf '#!/bin/sh\\nAIINFRA_STANDIN_ENTRY=vllm exec /usr/bin/python3 {target} \"$@\"\\n' > /usr/local/bin/vllm",
+            "chmod 0755 /usr/local/bin/vllm",
+            "ln -s vllm /usr/local/bin/model-server-standin",
             "vllm --version >/dev/null",
         ]
     )
@@ -208,7 +210,7 @@ def standin_spec(source: str, digest: str, vllm_image: str) -> dict:
         "packages": ["python3"],
         "inputs": {},
         "pip": False,
-        "files": [{"target": target, "mode": 0o755, "sha256": digest}],
+        "files": [{"target": target, "mode": 0o644, "sha256": digest}],
         "local": {target: source},
         "script": script,
         "entrypoint": ["vllm", "serve"],

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """STAND-IN model server for the aiinfra.k3s lab: NOT vLLM and NOT NVIDIA NIM.
 
 An OpenAI-compatible HTTP server (standard library only) that answers with canned text, so the collection's
@@ -538,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if argv[:1] == ["serve"]:
         argv = argv[1:]
-    elif os.path.basename(sys.argv[0]) == "vllm" and argv:
+    elif "vllm" in (os.path.basename(sys.argv[0]), os.environ.get("AIINFRA_STANDIN_ENTRY")) and argv:
         print("stand-in vllm: only `vllm serve` and `vllm --version` exist here", file=sys.stderr)
         return 2
     return serve(argv, dict(os.environ))

@@ -266,16 +266,16 @@ def gateway_checks(gateway, ip, docs, models):
     out = {}
     for model in models:
         body = {"model": model, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 6}
-        status, _, text = http("POST", base + "/v1/chat/completions", body, key, timeout=120)
+        status, _headers, text = http("POST", base + "/v1/chat/completions", body, key, timeout=120)
         out["chat %s" % model] = (status, text[:160])
-        status, _, text = http("POST", base + "/v1/chat/completions", dict(body, stream=True), key, timeout=120)
+        status, _headers, text = http("POST", base + "/v1/chat/completions", dict(body, stream=True), key, timeout=120)
         out["stream %s" % model] = (status, "[DONE]" in text, text[-80:])
     model = models[0]
-    status, _, text = http("POST", base + "/v1/completions", {"model": model, "prompt": "hi"}, key, timeout=120)
+    status, _headers, text = http("POST", base + "/v1/completions", {"model": model, "prompt": "hi"}, key, timeout=120)
     out["completion %s" % model] = (status, text[:160])
-    status, _, text = http("POST", base + "/v1/embeddings", {"model": model, "input": "hi"}, key, timeout=120)
+    status, _headers, text = http("POST", base + "/v1/embeddings", {"model": model, "input": "hi"}, key, timeout=120)
     out["embedding %s" % model] = (status, text[:160])
-    status, _, text = http("GET", base + "/metrics/")
+    status, _headers, text = http("GET", base + "/metrics/")
     out["gateway /metrics/"] = (status, "litellm_proxy_total_requests_metric_total" in text)
     return out
 
