@@ -104,7 +104,7 @@ def main():
     counts = args.nodes or [3, 12]
     make("venv", "links")
     subprocess.run([sys.executable, "lab/labctl.py", "image"], cwd=ROOT, check=True)
-    bundle, _ = make("lab-bundle")
+    bundle, _recap = make("lab-bundle")
     print(f"lab bundle (node components, images, stand-in): {bundle:.1f}s")
     rows, memory = [], []
     try:
