@@ -70,11 +70,11 @@ lab: lab-bundle lab-up ## Start the lab, converge playbooks/site.yml on real kub
 	  --kubectl "$$($(BIN)/python lab/nodebuild.py path)/kubectl"
 
 lab-live: venv links test-tools ## Real kubelets: `make lab`, the tests of tests/lab on it, then `make lab-down` (always)
-	@rc=0; { $(MAKE) --no-print-directory lab && $(BIN)/pytest -p no:cacheprovider -rA tests/lab; } || rc=$$?; \
+	@rc=0; { $(MAKE) --no-print-directory lab && LAB_LIVE_REQUIRED=1 $(BIN)/pytest -p no:cacheprovider -rA tests/lab; } || rc=$$?; \
 	$(MAKE) --no-print-directory lab-down; exit $$rc
 
-lab-down: ## Remove the lab nodes, volumes, network, inventory and key; restore the host sysctls the kubelets changed
-	python3 lab/labctl.py down
+lab-down: ## Remove the lab nodes, volumes, network, inventory, key and kubeconfig; restore the host sysctls
+	python3 lab/labctl.py down --kubeconfig $(LAB_KUBECONFIG)
 
 lab-status: ## List the lab nodes
 	python3 lab/labctl.py status

@@ -29,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import crds
 import kubebuild
+import labctl
 import nodebuild
 import nodeimages
 
@@ -74,13 +75,19 @@ VERSION='{version}'
 DATA=/var/lib/rancher/k3s/data/aiinfra-standin-{payload_sha}
 self=$(readlink -f "$0")
 if [ ! -f "$DATA/.done" ]; then
-  tmp="$DATA.partial.$$"
-  rm -rf "$tmp"
-  mkdir -p "$tmp"
-  tail -c +{skip} "$self" | zstd -q -dc | tar -x -C "$tmp"
-  touch "$tmp/.done"
-  rm -rf "$DATA"
-  mv "$tmp" "$DATA"
+  mkdir -p "$(dirname "$DATA")"
+  exec 9>"$DATA.lock"
+  flock 9  # one extraction at a time; a second caller finds it done
+  if [ ! -f "$DATA/.done" ]; then
+    tmp="$DATA.partial.$$"
+    rm -rf "$tmp"
+    mkdir -p "$tmp"
+    tail -c +{skip} "$self" | zstd -q -dc | tar -x -C "$tmp"
+    touch "$tmp/.done"
+    rm -rf "$DATA"
+    mv "$tmp" "$DATA"
+  fi
+  exec 9>&-
 fi
 export AIINFRA_STANDIN_DATA="$DATA"
 cmd=$(basename "$0")
@@ -238,8 +245,20 @@ def k3s_version() -> str:
     return kubebuild.pinned_k3s_version(kubebuild.K3S_DEFAULTS.read_text())
 
 
+KEEP = 2  # bundles kept (each about 1.1 GB with its image tarball); older ones are removed after a build
+
+
+def prune(keep: int = KEEP) -> None:
+    bundles = sorted((p for p in CACHE.iterdir() if p.is_dir() and not p.is_symlink()), key=lambda p: p.stat().st_mtime)
+    for old in bundles[:-keep] if keep else bundles:
+        if old.resolve() != (CACHE / "current").resolve():
+            shutil.rmtree(old, ignore_errors=True)
+            log(f"removed the old bundle {old.name}")
+
+
 def build() -> Path:
     started = time.monotonic()
+    labctl.ensure_host_packages()  # podman, debootstrap, zstd: installed with apt-get when missing, and named
     bin_dir = nodebuild.build(k3s_version())
     archive = nodeimages.build(bin_dir)
     refs = json.loads((archive.parent / "images.json").read_text())
@@ -286,6 +305,7 @@ def build() -> Path:
     shutil.rmtree(out, ignore_errors=True)
     partial.rename(out)
     point_current(out)
+    prune()
     log(f"bundle in {time.monotonic() - started:.0f}s: {out} (k3s {(out / 'k3s').stat().st_size >> 20} MiB)")
     return out
 
@@ -311,7 +331,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         print(build() if args.cmd == "build" else current())
-    except (BundleError, kubebuild.BuildError, subprocess.CalledProcessError) as exc:
+    except (
+        BundleError,
+        kubebuild.BuildError,
+        nodeimages.ImageError,
+        labctl.LabError,
+        subprocess.CalledProcessError,
+    ) as exc:
         print(f"[k3sbundle] ERROR: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -39,7 +39,7 @@ NETWORK = "aiinfra-lab"
 LABEL = "io.aiinfra.lab"
 PREFIX = "lab"
 LAB_USER = "ansible"
-APT_PACKAGES = ("podman", "runc", "debootstrap", "uidmap", "slirp4netns", "fuse-overlayfs")
+APT_PACKAGES = ("podman", "runc", "debootstrap", "uidmap", "slirp4netns", "fuse-overlayfs", "zstd")
 BOOT_TIMEOUT_S = 120
 
 
@@ -425,7 +425,15 @@ def up(servers: int, gpu_agents: int) -> None:
     log(f"inventory written to {INVENTORY_FILE.relative_to(ROOT)}")
 
 
-def down() -> None:
+def down(kubeconfig: Path | None = None) -> None:
+    try:
+        remove_lab(kubeconfig)
+    finally:  # whatever failed above, the host gets its kernel settings back
+        restore_sysctls()
+        SYSCTL_FILE.unlink(missing_ok=True)
+
+
+def remove_lab(kubeconfig: Path | None) -> None:
     if shutil.which("podman"):
         for name in lab_containers():
             podman("rm", "-f", "-t", "5", name)
@@ -444,10 +452,9 @@ def down() -> None:
         STATE_DIR / "id_ed25519",
         STATE_DIR / "id_ed25519.pub",
         *(STATE_DIR / name for name in LAB_SECRETS),
+        *([kubeconfig] if kubeconfig else []),  # the admin credentials of the cluster that is gone
     ):
         path.unlink(missing_ok=True)
-    restore_sysctls()
-    SYSCTL_FILE.unlink(missing_ok=True)
 
 
 DEVICE_PLUGIN = "aiinfra-lab-device-plugin"
@@ -535,12 +542,24 @@ def serving(kubeconfig: Path, kubectl_bin: str, namespace: str) -> None:
     print(f"KUBECONFIG={kubeconfig}")
 
 
-def remove_node_cgroups(root: Path = Path("/sys/fs/cgroup/systemd")) -> None:
-    """The per-node name=systemd cgroups lab/image's init made, once their nodes are gone (deepest first)."""
-    for top in root.glob("aiinfra-lab-node-*"):
-        for path in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
-            path.rmdir()
-        top.rmdir()
+def remove_node_cgroups(root: Path = Path("/sys/fs/cgroup/systemd"), timeout: float = 20) -> None:
+    """The per-node name=systemd cgroups lab/image's init made, once their nodes are gone (deepest first). A cgroup
+    whose last process is still exiting is busy: asked again for up to `timeout` s, then left and named."""
+    deadline = time.monotonic() + timeout
+    while True:
+        busy = []
+        for top in root.glob("aiinfra-lab-node-*"):
+            for path in sorted([*top.rglob("*"), top], key=lambda p: len(p.parts), reverse=True):
+                if path.is_dir():
+                    try:
+                        path.rmdir()
+                    except OSError:
+                        busy.append(path)
+        if not busy or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    for path in busy[:3]:
+        log(f"left the busy cgroup {path} (remove it once its processes have exited)")
 
 
 def status() -> None:
@@ -556,7 +575,8 @@ def main(argv: list[str] | None = None) -> int:
     upp = sub.add_parser("up", help="start the lab nodes and write the inventory")
     upp.add_argument("--servers", type=int, default=1)
     upp.add_argument("--gpu-agents", type=int, default=2)
-    sub.add_parser("down", help="remove the lab")
+    dwn = sub.add_parser("down", help="remove the lab")
+    dwn.add_argument("--kubeconfig", default=None, help="the lab's admin kubeconfig, removed with it")
     sub.add_parser("status", help="list lab nodes")
     sub.add_parser("hash", help="print the image tag the recipe gives")
     dev = sub.add_parser("device-plugins", help="run the stand-in device plugin on the inventory's GPU nodes")
@@ -576,7 +596,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "up":
             up(args.servers, args.gpu_agents)
         elif args.cmd == "down":
-            down()
+            down(Path(args.kubeconfig) if args.kubeconfig else None)
         elif args.cmd == "status":
             status()
         elif args.cmd == "hash":

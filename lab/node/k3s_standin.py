@@ -495,6 +495,12 @@ def make_pki(s: dict, ip: str) -> None:
     make_cert("client-controller", "/CN=system:kube-controller-manager", client_ext)
     make_cert("client-scheduler", "/CN=system:kube-scheduler", client_ext)
     make_cert("client-kube-apiserver", "/O=system:masters/CN=system:apiserver", client_ext)
+    # etcd: serving on loopback and client certificates required (hostNetwork pods share this namespace).
+    etcd_ext = (
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth"
+    )
+    make_cert("etcd-server", "/CN=etcd", etcd_ext)
+    make_cert("etcd-client", "/CN=kube-apiserver-etcd-client", client_ext)
     openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(TLS / "service.key"))
     openssl("ec", "-in", str(TLS / "service.key"), "-pubout", "-out", str(TLS / "service.pub"))
     (TLS / "service.key").chmod(0o600)
@@ -561,7 +567,11 @@ def bootstrap_objects(s: dict, ip: str, ca_pem: bytes, token: str) -> list[dict]
             "apiVersion": "v1",
             "kind": "Secret",
             "type": "bootstrap.kubernetes.io/token",
-            "metadata": {"name": f"bootstrap-token-{tid}", "namespace": "kube-system"},
+            "metadata": {
+                "name": f"bootstrap-token-{tid}",
+                "namespace": "kube-system",
+                "labels": {"aiinfra.k3s/lab-standin": "true"},
+            },
             "stringData": {
                 "token-id": tid,
                 "token-secret": tsec,
@@ -629,24 +639,34 @@ class AutoDeploy:
     def __init__(self, admin: Path) -> None:
         self.admin = admin
         self.applied: dict[str, str] = {}
+        self.errors: dict[str, str] = {}
 
-    def sync(self) -> int:
-        """Apply what changed; returns how many files failed."""
+    def sync(self, prefix: str = "") -> int:
+        """Apply what changed (only files named prefix* when given); returns how many files failed. Never raises: a
+        file that vanished or a kubectl that hung is tried again on the next pass."""
         failed = 0
-        for path in sorted(AUTO_DEPLOY.glob("*")):
-            if path.suffix not in (".yaml", ".yml", ".json") or not path.is_file():
+        for path in sorted(AUTO_DEPLOY.glob(f"{prefix}*")):
+            if path.suffix not in (".yaml", ".yml", ".json"):
                 continue
-            digest = hashlib.sha256(path.read_bytes()).hexdigest()
-            if self.applied.get(path.name) == digest:
+            try:
+                digest = hashlib.sha256(path.read_bytes()).hexdigest()
+                if self.applied.get(path.name) == digest:
+                    continue
+                proc = kubectl(self.admin, "apply", "--server-side", "--force-conflicts", "--field-manager",
+                               "k3s-deploy", "-f", str(path), check=False)  # fmt: skip
+            except (OSError, subprocess.SubprocessError) as exc:
+                failed += 1
+                log(f"{path.name} not applied yet: {exc}")
                 continue
-            proc = kubectl(self.admin, "apply", "--server-side", "--force-conflicts", "--field-manager", "k3s-deploy",
-                           "-f", str(path), check=False)  # fmt: skip
             if proc.returncode == 0:
                 self.applied[path.name] = digest
                 log(f"applied {path.name}")
             else:
                 failed += 1
-                log(f"{path.name} not applied yet: {proc.stderr.strip().splitlines()[-1:] or proc.returncode}")
+                error = (proc.stderr.strip().splitlines() or [f"rc {proc.returncode}"])[-1]
+                if self.errors.get(path.name) != error:  # say each new error once, not every pass
+                    log(f"{path.name} not applied yet: {error}")
+                self.errors[path.name] = error
         return failed
 
 
@@ -671,12 +691,16 @@ def server(s: dict, sup: Supervisor) -> None:
     sup.start(
         "etcd",
         [str(BIN / "etcd"), "--name", socket.gethostname(), "--data-dir", str(etcd_dir),
-         "--listen-client-urls", "http://127.0.0.1:2379", "--advertise-client-urls", "http://127.0.0.1:2379",
+         "--listen-client-urls", "https://127.0.0.1:2379", "--advertise-client-urls", "https://127.0.0.1:2379",
+         "--cert-file", str(TLS / "etcd-server.crt"), "--key-file", str(TLS / "etcd-server.key"),
+         "--trusted-ca-file", str(TLS / "server-ca.crt"), "--client-cert-auth",
          "--listen-peer-urls", "http://127.0.0.1:2380", "--initial-advertise-peer-urls", "http://127.0.0.1:2380",
          "--initial-cluster", f"{socket.gethostname()}=http://127.0.0.1:2380", "--log-level", "warn"],
     )  # fmt: skip
     apiserver = [
-        str(BIN / "kube-apiserver"), "--etcd-servers", "http://127.0.0.1:2379",
+        str(BIN / "kube-apiserver"), "--etcd-servers", "https://127.0.0.1:2379",
+        "--etcd-cafile", str(TLS / "server-ca.crt"), "--etcd-certfile", str(TLS / "etcd-client.crt"),
+        "--etcd-keyfile", str(TLS / "etcd-client.key"),
         "--bind-address", "0.0.0.0", "--advertise-address", ip, "--secure-port", str(API_PORT),
         "--tls-cert-file", str(TLS / "serving-kube-apiserver.crt"),
         "--tls-private-key-file", str(TLS / "serving-kube-apiserver.key"),
@@ -723,6 +747,10 @@ def server(s: dict, sup: Supervisor) -> None:
     sup.wait_for(
         "bootstrap objects", lambda: kubectl(admin, "apply", "-f", "-", stdin=doc, check=False).returncode == 0
     )
+    # A changed cluster token must not leave the old one able to join nodes.
+    tid = bootstrap_token(token)[0]
+    kubectl(admin, "delete", "secret", "-n", "kube-system", "-l", "aiinfra.k3s/lab-standin=true",
+            "--field-selector", f"metadata.name!=bootstrap-token-{tid}", "--ignore-not-found", check=False)  # fmt: skip
     # K3s writes its own manifests into the auto-deploy directory at start; its deploy controller applies that
     # directory (the collection's serving stage writes there too).
     AUTO_DEPLOY.mkdir(parents=True, exist_ok=True)
@@ -730,7 +758,8 @@ def server(s: dict, sup: Supervisor) -> None:
         for path in sorted(MANIFESTS.iterdir()):
             write(AUTO_DEPLOY / f"aiinfra-lab-{path.name}", path.read_text())
     sup.deployer = AutoDeploy(admin)
-    sup.wait_for("bundled manifests", lambda: sup.deployer.sync() == 0)
+    # Ready once the bundle's own manifests are in (the collection's files are applied in the background).
+    sup.wait_for("bundled manifests", lambda: sup.deployer.sync(prefix="aiinfra-lab-") == 0)
     # What K3s writes for operators: the admin kubeconfig and the full token (its CA hash lets agents pin the CA).
     Path("/etc/rancher/k3s").mkdir(parents=True, exist_ok=True)
     write(Path("/etc/rancher/k3s/k3s.yaml"), admin_kubeconfig(local, ca_pem), int(s["kubeconfig_mode"], 8))
@@ -797,14 +826,15 @@ def discover_ca(server_url: str, token: str, timeout: float = WAIT_S) -> bytes:
             if not sig:
                 last = "cluster-info is not signed for this token yet"
             elif not jws_verify(sig, payload, tid, tsec):
-                raise SystemExit(f"{NAME}: cluster-info's signature does not verify with this token: wrong token?")
+                # Wrong token, or cluster-info changed and is being signed again: retried until the deadline.
+                last = "cluster-info's signature does not verify with this token (wrong token?)"
             else:
                 ca_pem = base64.b64decode(
                     yaml.safe_load(payload)["clusters"][0]["cluster"]["certificate-authority-data"]
                 )
-                if want_hash and hashlib.sha256(ca_pem).hexdigest() != want_hash:
-                    raise SystemExit(f"{NAME}: the server's CA does not match the hash in the token")
-                return ca_pem
+                if not want_hash or hashlib.sha256(ca_pem).hexdigest() == want_hash:
+                    return ca_pem
+                last = "the server's CA does not match the hash in the token"
         except (OSError, KeyError, ValueError) as exc:
             last = str(exc)
         time.sleep(2)
@@ -939,10 +969,17 @@ def main(argv: list[str]) -> int:
     s = settings(config, socket.gethostname())
     sup = Supervisor()
     log(f"{argv[0]} starting (K3s stand-in, data {DATA})")
-    if argv[0] == "server":
-        server(s, sup)
-    else:
-        agent(s, sup)
+    try:
+        if argv[0] == "server":
+            server(s, sup)
+        else:
+            agent(s, sup)
+    except (Exception, SystemExit) as exc:
+        # KillMode=process (the unit K3s uses) leaves children to us: a restart would find their ports taken.
+        if isinstance(exc, SystemExit) and exc.code in (0, None):
+            raise
+        log(f"stopping after an error: {type(exc).__name__}: {exc}")
+        sup.stop(exit_code=1)
     return 0
 
 

@@ -11,31 +11,32 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
-import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBECONFIG = Path(os.environ.get("LAB_KUBECONFIG", Path.home() / ".kube" / "aiinfra-lab.yaml"))
 NAMESPACE = "ai-serving"
 CLIENT_NS = "aiinfra-lab-client"
-HOSTS = ROOT / "inventories" / "lab" / "hosts.yml"
 ENV = dict(os.environ, CONTAINERS_CONF=str(ROOT / "lab" / "containers.conf"))
 
 
-def kubectl_bin() -> str:
-    out = subprocess.run(
-        [str(ROOT / ".venv" / "bin" / "python"), str(ROOT / "lab" / "nodebuild.py"), "path"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    return str(Path(out.stdout.strip().splitlines()[-1]) / "kubectl")
+sys.path.insert(0, str(ROOT / "lab"))
+import cluster  # noqa: E402 - the lab's inventory reader
+import kubebuild  # noqa: E402
+import nodebuild  # noqa: E402
 
+KUBECTL = [str(nodebuild.plan(kubebuild.pinned_k3s_version(kubebuild.K3S_DEFAULTS.read_text()))[1] / "kubectl"),
+           "--kubeconfig", str(KUBECONFIG)]  # fmt: skip
+KUBERNETES = kubebuild.kubernetes_version(kubebuild.pinned_k3s_version(kubebuild.K3S_DEFAULTS.read_text()))
 
-KUBECTL = [kubectl_bin(), "--kubeconfig", str(KUBECONFIG)]
-
+# `make lab-live` sets LAB_LIVE_REQUIRED: there, no lab cluster is a failure, not a skip.
+if not KUBECONFIG.exists() and os.environ.get("LAB_LIVE_REQUIRED"):
+    raise RuntimeError(f"no lab cluster ({KUBECONFIG}) although `make lab` ran: see its output")
 pytestmark = pytest.mark.skipif(not KUBECONFIG.exists(), reason=f"no lab cluster ({KUBECONFIG}): run `make lab`")
 
 
@@ -47,13 +48,18 @@ def get(*args: str) -> dict:
     return json.loads(kubectl("get", *args, "-o", "json").stdout)
 
 
+def inventory() -> list[dict]:
+    """The lab inventory's nodes (name, server, gpu, count, replicas), read as lab/cluster.py reads it."""
+    return cluster.inventory_nodes(cluster.read_inventory(ROOT / "inventories" / "lab"))
+
+
 def lab_nodes() -> dict[str, str]:
-    inv = yaml.safe_load(HOSTS.read_text())["all"]["children"]
-    kinds = {}
-    for group, kind in (("k3s_servers", "server"), ("k3s_agents", "gpu")):
-        for name in inv.get(group, {}).get("hosts") or {}:
-            kinds[name] = kind
-    return kinds
+    return {n["name"]: "gpu" if n["gpu"] else "server" for n in inventory()}
+
+
+def advertised() -> dict[str, int]:
+    """GPUs each GPU node should advertise: the inventory's count times its time-slicing replicas."""
+    return {n["name"]: n["count"] * n["replicas"] for n in inventory() if n["gpu"]}
 
 
 def test_every_node_is_a_real_kubelet_with_containerd():
@@ -63,7 +69,7 @@ def test_every_node_is_a_real_kubelet_with_containerd():
         info = node["status"]["nodeInfo"]
         ready = {c["type"]: c["status"] for c in node["status"]["conditions"]}["Ready"]
         assert ready == "True", name
-        assert info["kubeletVersion"] == "v1.36.4", name
+        assert info["kubeletVersion"] == KUBERNETES, name
         assert info["containerRuntimeVersion"].startswith("containerd://2."), name
         assert "kwok.x-k8s.io/node" not in node["metadata"].get("annotations", {}), name
         assert node["spec"].get("podCIDR", "").startswith("10.42."), name
@@ -71,9 +77,10 @@ def test_every_node_is_a_real_kubelet_with_containerd():
 
 def test_gpu_nodes_advertise_the_inventorys_gpus_through_the_device_plugin_api():
     nodes = {n["metadata"]["name"]: n for n in get("nodes")["items"]}
-    for name, kind in lab_nodes().items():
+    want = advertised()
+    for name in lab_nodes():
         gpus = nodes[name]["status"].get("allocatable", {}).get("nvidia.com/gpu")
-        assert (gpus == "1") if kind == "gpu" else (gpus in (None, "0")), (name, gpus)
+        assert (gpus == str(want[name])) if name in want else (gpus in (None, "0")), (name, gpus)
 
 
 def test_serving_pods_run_on_real_kubelets_under_enforced_restricted():
@@ -143,7 +150,7 @@ def test_the_model_store_keeps_its_owner_and_mode_after_the_model_pods_start():
 CLIENT = r"""
 import json, os, urllib.request, urllib.error
 base = os.environ["GATEWAY"]
-backend = os.environ["BACKEND"]
+backend = os.environ["BACKENDS"]
 def call(path, body=None, key=None, url=None):
     req = urllib.request.Request((url or base) + path, data=json.dumps(body).encode() if body else None)
     req.add_header("Content-Type", "application/json")
@@ -154,9 +161,12 @@ def call(path, body=None, key=None, url=None):
             return r.status, r.read().decode(), dict(r.headers)
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode(), dict(e.headers)
-def served():
-    text = call("/metrics", url=backend)[1]
-    return sum(float(l.split()[-1]) for l in text.splitlines() if l.startswith("vllm:request_success_total"))
+def served():  # requests every model server pod answered (each pod's own counter)
+    total = 0.0
+    for url in backend.split(","):
+        text = call("/metrics", url=url)[1]
+        total += sum(float(l.split()[-1]) for l in text.splitlines() if l.startswith("vllm:request_success_total"))
+    return total
 out = {}
 chat = {"model": os.environ["MODEL"], "messages": [{"role": "user", "content": "hello"}], "max_tokens": 8}
 out["with_key"] = call("/v1/chat/completions", chat, os.environ["KEY"])[:2]
@@ -245,8 +255,11 @@ def client_ns():
 
 
 def test_a_request_through_the_gateway_service_dns_name(client_ns):
+    pods = [p for p in pods_of("vllm") if p["status"].get("podIP")]
+    port = pods[0]["spec"]["containers"][0]["ports"][0]["containerPort"]
+    backends = ",".join(f"http://{p['status']['podIP']}:{port}" for p in pods)
     name = start_client(
-        client_ns, CLIENT, {"GATEWAY": service("gateway"), "BACKEND": service("vllm"), "MODEL": served_model()}
+        client_ns, CLIENT, {"GATEWAY": service("gateway"), "BACKENDS": backends, "MODEL": served_model()}
     )
     result = client_result(client_ns, name)
     status, body = result["with_key"]
@@ -372,7 +385,16 @@ def test_gpu_allocation_reads_the_real_allocation_and_says_why_a_greedy_pod_wait
     proc, stages = allocation_run()
     assert proc.returncode == 0, proc.stdout[-3000:]
     detail = stages["gpu_allocation"]["detail"]
-    assert "2 GPU node(s), 2 allocatable, 1 requested; 0 error(s)" in detail, detail
+    requested = sum(
+        int(c["resources"].get("limits", {}).get("nvidia.com/gpu", 0))
+        for p in get("pods", "-A")["items"]
+        if p["status"].get("phase") not in ("Succeeded", "Failed")
+        for c in p["spec"]["containers"]
+    )
+    want = advertised()
+    expected = f"{len(want)} GPU node(s), {sum(want.values())} allocatable, {requested} requested; 0 error(s)"
+    assert expected in detail, detail
+    assert requested >= 1, "the lab serves at least one model on a GPU"
     model = pods_of("vllm")[0]["spec"]
     greedy = {
         "apiVersion": "v1",
@@ -386,7 +408,7 @@ def test_gpu_allocation_reads_the_real_allocation_and_says_why_a_greedy_pod_wait
                     "name": "c",
                     "image": image_of("model-server-standin"),
                     "imagePullPolicy": "IfNotPresent",
-                    "resources": {"limits": {"nvidia.com/gpu": "2"}},
+                    "resources": {"limits": {"nvidia.com/gpu": str(max(advertised().values()) + 1)}},
                     "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
                 }
             ],

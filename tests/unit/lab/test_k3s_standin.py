@@ -138,3 +138,30 @@ def test_encryption_config_keeps_identity_for_reading_old_data():
     cfg = standin.encryption_config("a2V5")
     providers = cfg["resources"][0]["providers"]
     assert list(providers[0]) == ["aescbc"] and providers[-1] == {"identity": {}}
+
+
+@pytest.mark.parametrize(
+    "content, secret, signature, valid",
+    [  # k8s.io/cluster-bootstrap token/jws/jws_test.go (v0.36.4): what bootstrapsigner computes
+        (
+            "Hello from the other side. I must have called a thousand times.",
+            "my voice is my passcode",
+            "eyJhbGciOiJIUzI1NiIsImtpZCI6Impvc2h1YSJ9..VShe2taLd-YTrmWuRkcL_8QTNDHYxQIEBsAYYiIj1_8",
+            True,
+        ),
+        (
+            "",
+            "my voice is my passcode",
+            "eyJhbGciOiJIUzI1NiIsImtpZCI6Impvc2h1YSJ9..7Ui1ALizW4jXphVUB7xUqC9vLYLL9RZeOFfVLoB7Tgk",
+            True,
+        ),
+        (
+            "Hello from the other side. I must have called a thousand times.",
+            "my voice is my passcode",
+            "eyJhbGciOiJIUzI1NiIsImtpZCI6Impvc2h1YSJ9..VShe2taLd-YTrmWuRkcL_8QTNDHYxQIEBsAYYiIj1_8foo",
+            False,
+        ),
+    ],
+)
+def test_jws_verify_matches_the_upstream_vectors(content, secret, signature, valid):
+    assert standin.jws_verify(signature, content, "joshua", secret) is valid
