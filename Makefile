@@ -61,7 +61,8 @@ lab-bundle: venv links kube-build ## Build the lab's K3s stand-in bundle: node c
 	$(BIN)/python lab/k3sbundle.py build
 
 # The whole site on real kubelets: the k3s role installs the stand-in bundle through its airgap path (or the real
-# K3s release in K3S_AIRGAP_DIR); the stand-in device plugin gives the GPU nodes their inventory's GPUs.
+# K3s release in K3S_AIRGAP_DIR, whose image directory must then also hold the lab's images); the stand-in device
+# plugin gives the GPU nodes their inventory's GPUs.
 lab: lab-bundle lab-up ## Start the lab, converge playbooks/site.yml on real kubelets; last line KUBECONFIG=<path>
 	$(BIN)/python lab/labctl.py device-plugins --bin "$$($(BIN)/python lab/nodebuild.py path)"
 	$(BIN)/ansible-playbook playbooks/site.yml -i inventories/lab -e k3s_install_mode=airgap \
