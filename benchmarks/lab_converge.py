@@ -50,6 +50,12 @@ def make(*args, timeout=1800):
     elapsed = time.monotonic() - t0
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-4000:])
+        if args and args[0] == "lab":  # what K3s said on the server, before the lab is removed
+            journal = subprocess.run(
+                ["podman", "exec", "lab-cp-1", "journalctl", "-u", "k3s", "--no-pager", "-n", "60"],
+                capture_output=True, text=True, env=ENV, check=False,
+            )  # fmt: skip
+            sys.stderr.write(journal.stdout[-6000:])
         raise SystemExit(f"make {' '.join(args)} failed (rc={proc.returncode})")
     return elapsed, parse_recap(proc.stdout)
 
