@@ -221,14 +221,6 @@ def coredns_manifest(image: str, cluster_dns: str = "10.43.0.10", domain: str = 
     return "\n---\n".join(json.dumps(o, indent=1) for o in objects) + "\n"
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def inputs_key(bin_dir: Path, images_archive: Path, crd_files: list[Path]) -> str:
     h = hashlib.sha256()
     h.update(HEADER.encode())
@@ -290,7 +282,7 @@ def build() -> Path:
     subprocess.run(["zstd", "-q", "-T0", "-3", "--rm", str(partial / "payload.tar"), "-o", str(payload)], check=True)
     k3s = partial / "k3s"
     with k3s.open("wb") as f:
-        f.write(header(k3s_version(), sha256_file(payload)))
+        f.write(header(k3s_version(), nodeimages.sha256_file(payload)))
         with payload.open("rb") as src:
             shutil.copyfileobj(src, f, 1 << 20)
     k3s.chmod(0o755)
@@ -299,7 +291,7 @@ def build() -> Path:
         images.hardlink_to(archive)
     except OSError:
         shutil.copy2(archive, images)
-    (partial / f"sha256sum-{ARCH}.txt").write_text("".join(f"{sha256_file(p)}  {p.name}\n" for p in (k3s, images)))
+    (partial / f"sha256sum-{ARCH}.txt").write_text("".join(f"{nodeimages.sha256_file(p)}  {p.name}\n" for p in (k3s, images)))
     payload.unlink()
     shutil.rmtree(stage)
     shutil.rmtree(out, ignore_errors=True)
