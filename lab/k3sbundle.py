@@ -291,7 +291,9 @@ def build() -> Path:
         images.hardlink_to(archive)
     except OSError:
         shutil.copy2(archive, images)
-    (partial / f"sha256sum-{ARCH}.txt").write_text("".join(f"{nodeimages.sha256_file(p)}  {p.name}\n" for p in (k3s, images)))
+    (partial / f"sha256sum-{ARCH}.txt").write_text(
+        "".join(f"{nodeimages.sha256_file(p)}  {p.name}\n" for p in (k3s, images))
+    )
     payload.unlink()
     shutil.rmtree(stage)
     shutil.rmtree(out, ignore_errors=True)
