@@ -103,7 +103,7 @@ def autoscaling_manifests(workloads, p):
                 threshold,
                 p["cooldown"],
             )
-            # Model servers are StatefulSets (one store claim per replica), the gateway a Deployment.
+            # The target's kind as the workload builders make it (workloads.MODEL_WORKLOAD_KIND for models).
             scaler["spec"]["scaleTargetRef"].update({"apiVersion": "apps/v1", "kind": work["kind"]})
             out.append(scaler)
         elif work["autoscaler"] == "hpa":

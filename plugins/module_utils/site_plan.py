@@ -22,8 +22,10 @@ of the GPU hosts. It returns:
   and ``revoked_consumers``;
 - ``limits``: where rate-limit counters live (``store``: redis, memory or none) and the Redis to use;
 - ``prices``: US dollars per prompt and per generated token of each priced model (spend per consumer and model);
+- ``node_loss``: N-1 capacity: per model, its replicas and how many of them run on the GPUs left after the loss
+  of the GPU node whose loss hurts it most (``after_node_loss``, ``worst_node``);
 - ``problems``: ``{code, severity, host, variable, problem, fix}`` (inventory_spec's shape): GPU_CLASS, GPU_COUNT,
-  GPU_MEMORY, MODEL, SERVING_PLAN, EDGE, GATEWAY, CONSUMER, AUTOSCALING, SECRET.
+  GPU_MEMORY, MODEL, SERVING_PLAN, NODE_LOSS (warning), EDGE, GATEWAY, CONSUMER, AUTOSCALING, SECRET.
 
 Roles read the plan and their own variables; none reads another role's facts.
 """
@@ -34,7 +36,11 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.autoscaling import aut
 from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import problem
 from ansible_collections.aiinfra.k3s.plugins.module_utils.models import as_int, filled
 from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import dns_name
-from ansible_collections.aiinfra.k3s.plugins.module_utils.serving_plan import capacity_findings, plan_findings
+from ansible_collections.aiinfra.k3s.plugins.module_utils.serving_plan import (
+    capacity_findings,
+    node_loss_capacity,
+    plan_findings,
+)
 from ansible_collections.aiinfra.k3s.plugins.module_utils.workloads import MODEL_WORKLOAD_KIND
 
 # The variables the plan reads (role defaults apply where the inventory sets none).
@@ -469,6 +475,33 @@ def setting_problems(values, models, secrets):
     return out
 
 
+def node_loss_problems(models, survival, node_count):
+    """NODE_LOSS warnings: models that would have no replica anywhere after the loss of one GPU node."""
+    out = []
+    for model in models:
+        entry = survival.get(model["served_name"])
+        if not entry or entry["replicas"] < 1 or entry["after_node_loss"] > 0:
+            continue
+        where = (
+            "the site has a single GPU node"
+            if node_count < 2
+            else "the other GPU nodes have no room for its %d GPU(s) once the site's other models hold theirs"
+            % model["gpus"]
+        )
+        out.append(
+            problem(
+                "NODE_LOSS",
+                SITE,
+                "%s_models" % model["server"],
+                "%s: after the loss of %s it runs nowhere: %s, so it stops serving until the node is back"
+                % (model["served_name"], entry["worst_node"] or "a GPU node", where),
+                "add a GPU node or GPUs with room for one more replica, or lower other models' replicas",
+                "warning",
+            )
+        )
+    return out
+
+
 def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True):
     """The whole computed plan of a site (see the module docstring)."""
     values = dict(values)
@@ -525,6 +558,13 @@ def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True):
     for model in models:
         model["autoscaled"] = owned.get(model["served_name"], False)
     shared = [c["replicas"] for c in capacity.values() if c["replicas"] > 1]
+    reserve_whole = any(m["gpus"] > 1 for m in models)
+    survival = node_loss_capacity(
+        [{"name": m["served_name"], "gpus": m["gpus"], "replicas": as_int(m["replicas"], 1)} for m in models],
+        capacity,
+        reserve_whole,
+    )
+    problems += node_loss_problems(models, survival, len(capacity))
     return {
         "nodes": {
             node: dict(capacity[node], **{"class": (nodes[node]["class"] or default_class) if enabled else ""})
@@ -536,7 +576,7 @@ def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True):
             "slices": sum(c["gpus"] * c["replicas"] for c in capacity.values()),
             "whole_gpus": sum(c["gpus"] for c in capacity.values() if c["replicas"] == 1),
         },
-        "placement": {"shared_replicas": shared, "reserve_whole": any(m["gpus"] > 1 for m in models)},
+        "placement": {"shared_replicas": shared, "reserve_whole": reserve_whole},
         "models": models,
         "workloads": work,
         "routes": routes(values, models),
@@ -545,6 +585,7 @@ def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True):
         "revoked_consumers": revoked,
         "limits": limits,
         "prices": prices,
+        "node_loss": survival,
         "secrets": bool(secrets),
         "problems": problems,
     }

@@ -24,7 +24,15 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
     spread,
 )
 
-MODEL_WORKLOAD_KIND = "StatefulSet"
+MODEL_WORKLOAD_KIND = "Deployment"
+# Taints the node lifecycle controller puts on a node that stopped answering (unreachable) or reports NotReady.
+NODE_LOST_TAINTS = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
+# Seconds a model server stays bound to a node that stopped answering before it is evicted and replaced on another
+# GPU node (Kubernetes' default toleration is 300 s). The controller marks the node unreachable after its
+# node-monitor-grace-period (50 s in Kubernetes 1.36) first.
+NODE_LOST_SECONDS = 30
+# Local volumes of the model store per GPU unit of a node (model_registry_manifests).
+VOLUMES_PER_UNIT = 2
 # GPU Feature Discovery's node label: time-slicing replicas of each GPU of the node (the lab's kwok nodes carry it
 # too). Pods asking for several GPUs keep off nodes whose GPUs are sliced: the device plugin runs with
 # failRequestsGreaterThanOne, so a request for two slices fails rather than landing on one physical GPU.
@@ -65,29 +73,50 @@ def runtime_env(user, hub_cache=True):
     return env
 
 
-def store_claim_template(store):
-    """The claim each model server replica gets for the GPU node's local model store.
+def store_volume(store, labels=None):
+    """The volume named "models" through which a model server pod mounts its GPU node's local model store.
 
-    store: {"storage_class", "size"}. Every GPU node offers one local PersistentVolume of its store per GPU unit
-    (model_registry_manifests), so each replica's claim binds, at first scheduling, to a volume on the node the
-    scheduler picks for it (WaitForFirstConsumer), and the replica stays on that node where the weights are.
+    store: {"storage_class", "size"}. A generic ephemeral volume: the pod gets a claim of its own, made with the
+    pod and deleted with it (it is the claim's owner). Every GPU node offers several local PersistentVolumes of its
+    store (model_registry_manifests), all on the same read-only weights, so the claim binds, at first scheduling,
+    to a volume on whatever node the scheduler picks (WaitForFirstConsumer). A replacement pod, after a rollout,
+    an eviction or the loss of its node, therefore binds a volume on the node it lands on instead of waiting for
+    the old node's. The volume the old claim held becomes Released and is made Available again by the store's
+    recycler (model_registry).
     """
     return {
-        "metadata": {"name": "models"},
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": store["storage_class"],
-            "resources": {"requests": {"storage": store["size"]}},
+        "name": "models",
+        "ephemeral": {
+            "volumeClaimTemplate": {
+                "metadata": {"labels": dict(labels or {})},
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": store["storage_class"],
+                    "resources": {"requests": {"storage": store["size"]}},
+                },
+            }
         },
     }
 
 
-def gpu_workload(spec, site):
-    """StatefulSet + Service for a GPU model server.
+def node_lost_tolerations(seconds):
+    """Tolerations that replace Kubernetes' default 300 s on a node that stopped answering: the pod is evicted
+    `seconds` after the node is marked unreachable or NotReady, so its Deployment starts a replacement on another
+    node."""
+    return [
+        {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": int(seconds)}
+        for key in NODE_LOST_TAINTS
+    ]
 
-    A StatefulSet, not a Deployment: each replica mounts the model store of the node it runs on through its
-    own claim (a volume claim template), because every GPU node has its own local volume; one shared
-    ReadWriteOnce claim would pin every replica to a single node.
+
+def gpu_workload(spec, site):
+    """Deployment + Service for a GPU model server.
+
+    A Deployment, not a StatefulSet: the servers keep no state of their own (the weights are the node's read-only
+    store), and when a node stops answering, a StatefulSet starts no second copy of a replica until the old pod is
+    confirmed gone, which a dead node never confirms. The ReplicaSet starts the replacement as soon as the old pod
+    is evicted (node_lost_tolerations). Each pod mounts the store of the node it runs on through a claim of its
+    own (store_volume); one shared ReadWriteOnce claim would pin every replica to a single node.
 
     spec: name, component, served_name, image, args, env (dict), port, gpus, replicas, resources
     (requests/limits without GPUs), startup_timeout (seconds a model may take to load), volumes/volume_mounts,
@@ -95,7 +124,8 @@ def gpu_workload(spec, site):
     volume named "models"); optional health ({startup, ready, live} paths, default /health),
     env_secrets ({ENV: [secret, key]}), image_pull_secrets (names), spread_keys (topology keys the replicas
     are spread over), autoscaled (an autoscaler owns the replica count).
-    site: namespace, gpu_node_selector (dict), gpu_toleration_key, runtime_class (or empty).
+    site: namespace, gpu_node_selector (dict), gpu_toleration_key, runtime_class (or empty), node_lost_seconds
+    (NODE_LOST_SECONDS when absent).
     """
     name = dns_name(spec["name"])
     labels = labels_for(name, spec["component"])
@@ -135,11 +165,12 @@ def gpu_workload(spec, site):
     }
     pod_spec = {
         "nodeSelector": dict(site["gpu_node_selector"]),
-        "tolerations": [{"key": site["gpu_toleration_key"], "operator": "Exists", "effect": "NoSchedule"}],
+        "tolerations": [{"key": site["gpu_toleration_key"], "operator": "Exists", "effect": "NoSchedule"}]
+        + node_lost_tolerations(site.get("node_lost_seconds", NODE_LOST_SECONDS)),
         "terminationGracePeriodSeconds": grace,
         "enableServiceLinks": False,
         "containers": [container],
-        "volumes": list(spec.get("volumes") or []),
+        "volumes": [store_volume(spec["store"], labels), *(spec.get("volumes") or [])],
     }
     if site.get("runtime_class"):
         pod_spec["runtimeClassName"] = site["runtime_class"]
@@ -167,15 +198,10 @@ def gpu_workload(spec, site):
         "spec": {
             "replicas": replicas,
             "revisionHistoryLimit": 3,
-            "serviceName": name,
-            # Replicas start (and load their models) side by side; rollouts replace one pod at a time, the old
-            # one first, so a rollout never needs a spare GPU.
-            "podManagementPolicy": "Parallel",
-            "updateStrategy": {"type": "RollingUpdate"},
-            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
+            # Rollouts replace one pod at a time, the old one first, so a rollout never needs a spare GPU.
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
             "selector": {"matchLabels": selector},
             "template": {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod_spec},
-            "volumeClaimTemplates": [store_claim_template(spec["store"])],
         },
     }
     if spec.get("autoscaled"):
@@ -310,6 +336,8 @@ def vllm_manifests(models, site, defaults):
             ],
             "store": defaults["store"],
             "run_as_user": defaults.get("run_as_user", RUN_AS_USER),
+            # Replicas on different GPU nodes where there is room, so that one node's loss leaves the others.
+            "spread_keys": ["kubernetes.io/hostname"],
         }
         out.extend(gpu_workload(spec, site))
         if int(model["replicas"]) > 1:
@@ -409,9 +437,11 @@ def ngc_secrets(api_key, namespace, api_secret, pull_secret, download=False):
 
 
 def model_registry_manifests(nodes, params):
-    """The serving namespace, the StorageClass and, on every GPU node, one local PersistentVolume of its model
-    store per GPU unit (physical GPUs times time-slicing replicas): a node never runs more model server pods
-    than it has GPU units, and each pod's claim (store_claim_template) binds one of them on its node.
+    """The serving namespace, the StorageClass and, on every GPU node, local PersistentVolumes of its model store:
+    VOLUMES_PER_UNIT per GPU unit (physical GPUs times time-slicing replicas). All of a node's volumes are the same
+    read-only directory; a pod's claim (store_volume) binds one of them on the node it runs on. There are twice as
+    many as the node can run model servers, so a replacement pod (rollout, eviction, node loss) finds a free one at
+    once while the volume its predecessor held waits, Released, for the recycler.
 
     nodes: {node: {"gpus", "replicas"}} (the site plan's nodes) or a list of node names (one GPU each).
     params: storage_class, path, size, namespace, pv_prefix.
@@ -432,7 +462,7 @@ def model_registry_manifests(nodes, params):
     ]
     for node in sorted(nodes):  # stable file content whatever order the groups came in
         units = max(int(nodes[node].get("gpus", 1)) * int(nodes[node].get("replicas", 1)), 1)
-        for slot in range(1, units + 1):
+        for slot in range(1, VOLUMES_PER_UNIT * units + 1):
             out.append(
                 {
                     "apiVersion": "v1",

@@ -61,7 +61,7 @@ NPM_GROUPS = ("traefik.io/", "cert-manager.io/", "monitoring.coreos.com/", "keda
 CRD_DIR = ROOT / "tests" / "crd"
 NODES = {
     "example": {"gx10-db4d": 1},
-    "lab": {"lab-gpu-1": 1, "lab-gpu-2": 1},
+    "lab": {"lab-gpu-1": 2, "lab-gpu-2": 2},  # inventories/lab/group_vars/gpu_nodes.yml
     "full": {"gpu-a": 2, "gpu-b": 2},
 }
 # The example and the full site name the notes' namespace; the lab takes the collection's default.
@@ -102,7 +102,7 @@ def rendered(request, tmp_path_factory):
 
 
 def workloads(docs):
-    """Deployments (the gateway) and StatefulSets (the model servers, one store claim per replica)."""
+    """The Deployments: the gateway and the model servers (one store claim per pod)."""
     return [d for d in docs if d["kind"] in ("Deployment", "StatefulSet")]
 
 
@@ -602,13 +602,27 @@ def test_gpu_workload_policies(rendered, policy):
 
 
 def test_gpu_rollouts_never_need_a_spare_gpu(rendered):
-    """Model servers are StatefulSets: a rolling update deletes a replica before it starts its successor, so
-    it never asks for a GPU nobody has; the replicas still start side by side."""
+    """Model servers are Deployments that replace a pod the old one first: a rollout never asks for a GPU nobody
+    has."""
     _site, docs, _out, _proc = rendered
     for dep in gpu_deployments(docs):
-        assert dep["kind"] == "StatefulSet", dep["metadata"]["name"]
-        assert dep["spec"]["updateStrategy"] == {"type": "RollingUpdate"}
-        assert dep["spec"]["podManagementPolicy"] == "Parallel"
+        assert dep["kind"] == "Deployment", dep["metadata"]["name"]
+        assert dep["spec"]["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+
+
+def test_model_servers_leave_a_lost_node_and_claim_the_store_where_they_land(rendered):
+    """A node that stops answering: the model server is evicted after its own tolerationSeconds (not the
+    default 300 s) and its replacement binds a store volume on the node it lands on (a claim per pod)."""
+    _site, docs, _out, _proc = rendered
+    for dep in gpu_deployments(docs):
+        pod = dep["spec"]["template"]["spec"]
+        lost = {t["key"]: t for t in pod["tolerations"] if t.get("effect") == "NoExecute"}
+        assert set(lost) == {"node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"}
+        assert all(0 < t["tolerationSeconds"] <= 60 for t in lost.values()), lost
+        (store,) = [v for v in pod["volumes"] if v["name"] == "models"]
+        claim = store["ephemeral"]["volumeClaimTemplate"]["spec"]
+        assert claim["storageClassName"] == "nvidia-ai-store" and claim["accessModes"] == ["ReadWriteOnce"]
+        assert "volumeClaimTemplates" not in dep["spec"]
 
 
 def test_tensor_parallel_gpus_and_store_claim(rendered):
@@ -625,8 +639,7 @@ def test_tensor_parallel_gpus_and_store_claim(rendered):
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
             assert container[probe]["httpGet"]["path"] == "/health", probe  # vLLM's health endpoint
         volumes = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
-        (template,) = dep["spec"]["volumeClaimTemplates"]
-        assert template["metadata"]["name"] == "models" and "models" not in volumes
+        template = volumes["models"]["ephemeral"]["volumeClaimTemplate"]
         assert template["spec"]["storageClassName"] == "nvidia-ai-store"
         assert {template["spec"]["resources"]["requests"]["storage"]} == pv_size
         assert volumes["dshm"]["emptyDir"]["medium"] == "Memory"
@@ -674,9 +687,10 @@ def test_storage_follows_the_notes(rendered):
     pinned = [
         pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] for pv in pvs
     ]
-    # One volume of the node's store per GPU unit (time-slicing replicas count): one per model server pod.
+    # Two volumes of the node's store per GPU unit (time-slicing replicas count): one per model server pod, and
+    # one free for its replacement while the volume it held waits for the recycler.
     per_node = {node: [v[0] for v in pinned].count(node) for node in NODES[site]}
-    assert per_node == ALLOCATABLE[site]
+    assert per_node == {node: wl.VOLUMES_PER_UNIT * units for node, units in ALLOCATABLE[site].items()}
     assert all(pv["spec"]["local"]["path"] == "/data/model-registry" for pv in pvs)
     (ns,) = [d for d in of_kind(docs, "Namespace") if d["metadata"]["name"] == NAMESPACE[site]]
     assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
@@ -923,7 +937,7 @@ def test_nim_keeps_its_own_passthrough_arguments_and_drains():
         "store_read_only": True,
     }
     site = {"namespace": "ns", "gpu_node_selector": {}, "gpu_toleration_key": "nvidia.com/gpu"}
-    (sts,) = [o for o in wl.nim_manifests([nim], site, defaults) if o["kind"] == "StatefulSet"]
+    (sts,) = [o for o in wl.nim_manifests([nim], site, defaults) if o["kind"] == "Deployment"]
     env = {e["name"]: e.get("value") for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["NIM_PASSTHROUGH_ARGS"] == "--max-num-seqs 8 --shutdown-timeout 90"
 
