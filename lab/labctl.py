@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import ipaddress
 import json
 import os
 import secrets
@@ -347,6 +348,19 @@ def restore_sysctls() -> dict[str, tuple[str, str]]:
     return changed
 
 
+def network_subnet() -> str:
+    """The lab network's IPv4 subnet (podman picks a free one when it creates the network)."""
+    info = json.loads(out(podman("network", "inspect", "--format", "json", NETWORK)))
+    info = info[0] if isinstance(info, list) else info
+    return next(s["subnet"] for s in info.get("subnets") or [] if ":" not in s["subnet"])
+
+
+def node_addresses(names: dict[str, str], subnet: str) -> dict[str, str]:
+    """A fixed address per lab node in subnet, in name order from the 11th host address: stable across restarts."""
+    net = ipaddress.ip_network(subnet)
+    return {name: str(net.network_address + 10 + i) for i, name in enumerate(sorted(names), start=1)}
+
+
 def up(servers: int, gpu_agents: int) -> None:
     wanted = node_names(servers, gpu_agents)
     ensure_host_packages()
@@ -358,6 +372,7 @@ def up(servers: int, gpu_agents: int) -> None:
         podman("network", "create", "--label", f"{LABEL}=1", NETWORK)
         log(f"created podman network {NETWORK}")
     save_sysctls()
+    addresses = node_addresses(wanted, network_subnet())
     existing = lab_containers()
     for name in list(existing):
         if name not in wanted or existing[name]["image"] != tag:
@@ -377,6 +392,9 @@ def up(servers: int, gpu_agents: int) -> None:
                 name,
                 "--network",
                 NETWORK,
+                # A fixed address: a node stopped and started again (the node-loss test) keeps its inventory address.
+                "--ip",
+                addresses[name],
                 "--systemd=always",
                 "--cgroupns=private",
                 "--privileged",

@@ -165,8 +165,10 @@ def gpu_workload(spec, site):
     }
     pod_spec = {
         "nodeSelector": dict(site["gpu_node_selector"]),
-        "tolerations": [{"key": site["gpu_toleration_key"], "operator": "Exists", "effect": "NoSchedule"}]
-        + node_lost_tolerations(site.get("node_lost_seconds", NODE_LOST_SECONDS)),
+        "tolerations": [
+            {"key": site["gpu_toleration_key"], "operator": "Exists", "effect": "NoSchedule"},
+            *node_lost_tolerations(site.get("node_lost_seconds", NODE_LOST_SECONDS)),
+        ],
         "terminationGracePeriodSeconds": grace,
         "enableServiceLinks": False,
         "containers": [container],

@@ -58,7 +58,9 @@ def sweep(kubectl, storage_class, selector=SELECTOR):
         return [], (proc.stderr.strip().splitlines() or ["kubectl rc %d" % proc.returncode])[-1]
     done = []
     for name, version in to_recycle(json.loads(proc.stdout).get("items") or [], storage_class):
-        patch = run(kubectl, "patch", "persistentvolume", name, "--type", "json", "-p", json.dumps(release_patch(version)))
+        patch = run(
+            kubectl, "patch", "persistentvolume", name, "--type", "json", "-p", json.dumps(release_patch(version))
+        )
         if patch.returncode == 0:
             done.append(name)
     return done, ""

@@ -63,6 +63,13 @@ def test_node_names():
         labctl.node_names(0, 2)
 
 
+def test_node_addresses_are_fixed_and_distinct_in_the_network():
+    names = labctl.node_names(1, 2)
+    addresses = labctl.node_addresses(names, "10.89.3.0/24")
+    assert addresses == {"lab-cp-1": "10.89.3.11", "lab-gpu-1": "10.89.3.12", "lab-gpu-2": "10.89.3.13"}
+    assert labctl.node_addresses(dict(reversed(list(names.items()))), "10.89.3.0/24") == addresses
+
+
 def test_render_inventory_is_yaml_with_the_three_groups():
     nodes = {
         "lab-cp-1": {"kind": "server", "ip": "10.89.0.2", "hostkey": "ssh-ed25519 AAA"},
