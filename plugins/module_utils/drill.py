@@ -34,8 +34,11 @@ def send(url, headers, body, timeout, ca_file=None):
         return 0, str(getattr(exc, "reason", exc))[:200]
 
 
-def run_load(url, rate, duration, max_requests, timeout=10.0, headers=None, body="", ca_file=None, sender=None):
-    """Send requests at `rate` per second until `duration` seconds or `max_requests`, whichever comes first.
+def run_load(
+    url, rate, duration, max_requests, timeout=10.0, headers=None, body="", ca_file=None, sender=None, stop=None
+):
+    """Send requests at `rate` per second until `duration` seconds or `max_requests`, whichever comes first, or
+    until stop() (checked before each request) is true.
 
     Every request is bounded by `timeout`; at most rate * timeout + 1 are in flight. Returns one record per
     request: {t (start, epoch s), latency (s), status, ok, error}.
@@ -59,7 +62,7 @@ def run_load(url, rate, duration, max_requests, timeout=10.0, headers=None, body
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for i in range(int(max_requests)):
             due = begin + i * interval
-            if due - begin >= duration:
+            if due - begin >= duration or (stop is not None and stop()):
                 break
             delay = due - time.time()
             if delay > 0:

@@ -56,3 +56,17 @@ def availability(records, phases):
 def failing_phases(report, threshold):
     """Phases whose availability is under `threshold` percent (or that sent nothing)."""
     return [p for p in report if p["availability"] is None or p["availability"] < threshold]
+
+
+def ready_pods(pods, off_node=""):
+    """Names of the pods (Kubernetes Pod objects) that are Running and Ready, not being deleted, and not on off_node:
+    what still serves after a node loss. A pod on a node that stopped answering keeps its Running phase until it is
+    deleted, but the node lifecycle controller turns its Ready condition False."""
+    out = []
+    for pod in pods or []:
+        meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+        if ready and status.get("phase") == "Running" and not meta.get("deletionTimestamp"):
+            if not off_node or spec.get("nodeName") != off_node:
+                out.append(meta.get("name"))
+    return sorted(out)

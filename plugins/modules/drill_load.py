@@ -56,6 +56,11 @@ options:
     description: Where the records are written (JSON list).
     type: path
     required: true
+  stop_file:
+    description:
+      - The stream ends early once this file exists (the drill creates it when its faults are done, so that a
+        generous O(duration) does not hold the report back). Never ends early when unset.
+    type: path
 author:
   - aiinfra.k3s developers (@aiinfra)
 """
@@ -91,6 +96,8 @@ records_file:
   type: str
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.drill import run_load, write_records
@@ -108,6 +115,7 @@ def main():
             "body": {"type": "str", "default": ""},
             "ca_file": {"type": "path"},
             "records_file": {"type": "path", "required": True},
+            "stop_file": {"type": "path"},
         },
         supports_check_mode=True,
     )
@@ -115,8 +123,17 @@ def main():
     if module.check_mode:
         module.exit_json(changed=False, requests=0, answered=0, records_file=p["records_file"])
     try:
+        stop_file = p["stop_file"]
         records = run_load(
-            p["url"], p["rate"], p["duration"], p["max_requests"], p["timeout"], p["headers"], p["body"], p["ca_file"]
+            p["url"],
+            p["rate"],
+            p["duration"],
+            p["max_requests"],
+            p["timeout"],
+            p["headers"],
+            p["body"],
+            p["ca_file"],
+            stop=(lambda: os.path.exists(stop_file)) if stop_file else None,
         )
         write_records(p["records_file"], records)
     except (ValueError, OSError) as exc:

@@ -101,6 +101,35 @@ def test_load_is_bounded_in_count_and_time(server):
         drill.run_load(url, 0, 1, 1)
 
 
+def test_load_ends_when_told_to_stop(server):
+    url = f"http://127.0.0.1:{server.port}/"
+    t0 = time.time()
+    records = drill.run_load(url, 20, 60.0, 1000, timeout=0.5, stop=lambda: time.time() - t0 > 0.5)
+    assert 5 <= len(records) <= 15 and time.time() - t0 < 3.0  # the stop, not the 60 s duration, ended it
+
+
+def pod(name, node, phase="Running", ready="True", deleting=False):
+    meta = {"name": name, **({"deletionTimestamp": "2026-12-05T10:00:00Z"} if deleting else {})}
+    return {"metadata": meta, "spec": {"nodeName": node},
+            "status": {"phase": phase, "conditions": [{"type": "Ready", "status": ready}]}}  # fmt: skip
+
+
+READY_CASES = [
+    ("every ready pod", [pod("a", "g1"), pod("b", "g2")], "", ["a", "b"]),
+    ("the lost node's pods left out", [pod("a", "g1"), pod("b", "g2")], "g1", ["b"]),
+    # the node lifecycle controller turns Ready False on an unreachable node; the phase stays Running
+    ("not ready", [pod("a", "g1", ready="False"), pod("b", "g2")], "", ["b"]),
+    ("being deleted", [pod("a", "g1", deleting=True), pod("b", "g2")], "", ["b"]),
+    ("pending replacement", [pod("a", "g2", phase="Pending", ready="False")], "g1", []),
+    ("no pods", [], "g1", []),
+]
+
+
+@pytest.mark.parametrize(("pods", "off", "names"), [c[1:] for c in READY_CASES], ids=[c[0] for c in READY_CASES])
+def test_ready_pods(pods, off, names):
+    assert drill_report.ready_pods(pods, off) == names
+
+
 @pytest.mark.parametrize(
     ("oks", "outage"),
     [
