@@ -66,7 +66,7 @@ def ready_pods(pods, off_node=""):
     for pod in pods or []:
         meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
         ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-        if ready and status.get("phase") == "Running" and not meta.get("deletionTimestamp"):
-            if not off_node or spec.get("nodeName") != off_node:
-                out.append(meta.get("name"))
+        serving = ready and status.get("phase") == "Running" and not meta.get("deletionTimestamp")
+        if serving and (not off_node or spec.get("nodeName") != off_node):
+            out.append(meta.get("name"))
     return sorted(out)

@@ -56,11 +56,11 @@ def pods(live, namespace, component):
 def test_every_rollout_completes_and_the_stage_says_ran(live, applied):
     site, _nodes, _gpus, result = applied
     assert stage_entries(result)["serving"]["status"] == "ran"
-    for sts in live.items("statefulsets", "-n", site["namespace"]):
-        assert sts["status"].get("readyReplicas", 0) == sts["spec"]["replicas"], sts["metadata"]["name"]
+    assert not live.items("statefulsets", "-n", site["namespace"])  # the model servers are Deployments
     for dep in live.items("deployments", "-n", site["namespace"]):
         available = {c["type"]: c["status"] for c in dep["status"].get("conditions", [])}.get("Available")
         assert available == "True", dep["metadata"]["name"]
+        assert dep["status"].get("readyReplicas", 0) == dep["spec"]["replicas"], dep["metadata"]["name"]
 
 
 def test_model_pods_run_on_gpu_nodes_with_the_taint_tolerated(live, applied):

@@ -126,7 +126,7 @@ def pod(name, node, gpus=0, tolerate=False):
 def test_planted_faults_give_their_codes(live, site):
     k = live.kubectl
     # A GPU node advertising no GPU although its hardware has one: the device plugin lost it.
-    k("scale", "statefulset", "-n", NAMESPACE, "vllm-qwen-7b", "--replicas=2")
+    k("scale", "deployment", "-n", NAMESPACE, "vllm-qwen-7b", "--replicas=2")
     live.wait_until(
         "replica 3 gone",
         lambda: len(live.items("pods", "-n", NAMESPACE, "-l", "app.kubernetes.io/component=vllm")) == 2,

@@ -61,7 +61,7 @@ def pods(site_id, tmp):
     config_maps = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ConfigMap"}
     out = []
     for sts in docs:
-        if sts["kind"] != "StatefulSet" or sts["metadata"]["labels"]["app.kubernetes.io/component"] != "vllm":
+        if sts["kind"] != "Deployment" or sts["metadata"]["labels"]["app.kubernetes.io/component"] != "vllm":
             continue
         name = sts["metadata"]["name"]
         pod = sts["spec"]["template"]["spec"]
@@ -77,7 +77,7 @@ def pods(site_id, tmp):
                 continue
             host = tmp / name / mount["name"]
             host.mkdir(parents=True)
-            if mount["name"] == "models":  # the volume claim template: the node's model store
+            if mount["name"] == "models":  # the pod's store claim: the node's model store
                 args = container["args"]
                 model_dir = Path(args[args.index("--model") + 1]).relative_to(mount["mountPath"])
                 (host / model_dir).mkdir(parents=True)

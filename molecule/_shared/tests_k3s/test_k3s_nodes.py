@@ -115,6 +115,17 @@ def test_unit_passes_systemd_analyze_and_is_not_started(host):
     assert not host.service(unit).is_running
 
 
+def test_store_recycler_runs_on_the_servers_only(host):
+    unit = "/etc/systemd/system/aiinfra-model-store-recycler.service"
+    if name_of(host) not in SERVERS:
+        assert not host.file(unit).exists
+        return
+    assert host.file(unit).mode == 0o644
+    assert host.run(f"systemd-analyze verify {unit}").rc == 0
+    assert host.service("aiinfra-model-store-recycler").is_enabled
+    assert host.file("/usr/local/lib/aiinfra/model_store_recycler.py").mode == 0o755
+
+
 @pytest.mark.parametrize("key", ["net.ipv4.ip_forward", "net.bridge.bridge-nf-call-iptables"])
 def test_prereq_sysctls(host, key):
     assert host.sysctl(key) == 1
@@ -172,9 +183,9 @@ def test_serving_manifests_wait_on_the_first_server(host):
         "aiinfra-traefik.yaml",
         "aiinfra-vllm.yaml",
     ]  # no NIM model in the scenario: no file for it
-    assert kinds_in(host, "vllm") == ["ConfigMap", "StatefulSet", "Service"]
-    # One local volume per GPU unit (one GPU per lab node); each model server replica claims its own.
-    assert kinds_in(host, "model-registry") == ["Namespace", "StorageClass"] + ["PersistentVolume"] * len(GPU)
+    assert kinds_in(host, "vllm") == ["ConfigMap", "Deployment", "Service"]
+    # Two local volumes per GPU unit (one GPU per node here); each model server pod claims one where it runs.
+    assert kinds_in(host, "model-registry") == ["Namespace", "StorageClass"] + ["PersistentVolume"] * 2 * len(GPU)
     assert kinds_in(host, "gpu-operator") == ["Namespace", "HelmChart"]
     # The gateway, then the Redis its replicas and Traefik count rate limits in.
     gateway, redis = ["ConfigMap", "Deployment", "Service", "PodDisruptionBudget"], ["Deployment", "Service"]

@@ -607,7 +607,10 @@ def test_gpu_rollouts_never_need_a_spare_gpu(rendered):
     _site, docs, _out, _proc = rendered
     for dep in gpu_deployments(docs):
         assert dep["kind"] == "Deployment", dep["metadata"]["name"]
-        assert dep["spec"]["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+        assert dep["spec"]["strategy"] == {
+            "type": "RollingUpdate",
+            "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
+        }
 
 
 def test_model_servers_leave_a_lost_node_and_claim_the_store_where_they_land(rendered):
