@@ -123,7 +123,7 @@ def test_store_recycler_runs_on_the_servers_only(host):
     assert host.file(unit).mode == 0o644
     assert host.run(f"systemd-analyze verify {unit}").rc == 0
     assert host.service("aiinfra-model-store-recycler").is_enabled
-    assert host.file("/usr/local/lib/aiinfra/model_store_recycler.py").mode == 0o755
+    assert host.file("/usr/local/lib/aiinfra/model_store_recycler.py").mode == 0o644  # run by python3
 
 
 @pytest.mark.parametrize("key", ["net.ipv4.ip_forward", "net.bridge.bridge-nf-call-iptables"])
