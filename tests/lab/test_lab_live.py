@@ -551,3 +551,21 @@ def test_a_lost_gpu_node_s_model_replica_runs_again_on_the_other_gpu_node(client
     changed = {host: counts["changed"] for host, counts in recap(proc.stdout).items() if counts.get("changed")}
     assert changed == {}, (changed, proc.stdout[-4000:])
     assert len(ready_model_pods()) == replicas
+
+
+def test_a_gpu_node_that_never_comes_back_is_removed_cleanly():
+    """docs/operations.md, "Remove a node", for a node that died: its container is killed for good, the node
+    deleted from the cluster; Kubernetes' pod garbage collector removes its pods (their claims go with them), the
+    recycler frees the volumes they held, and the node's store volumes are deleted by their label. Nothing of it
+    is left. Runs last: the lab has one GPU node fewer afterwards."""
+    replicas = model_replicas()
+    gone = sorted(n["name"] for n in inventory() if n["gpu"])[0]
+    podman("kill", gone)
+    kubectl("delete", "node", gone)
+    wait_for(f"no pod bound to the deleted {gone}",
+             lambda: all(p["spec"].get("nodeName") != gone for p in get("pods", "-A")["items"]), 180)  # fmt: skip
+    kubectl("delete", "pv", "-l", f"aiinfra.io/node={gone}")
+    wait_for("no Released store volume or orphan claim", lambda: not stuck_storage(), 60)
+    assert not [pv["metadata"]["name"] for pv in get("pv")["items"] if gone in pv["metadata"]["name"]]
+    wait_for(f"{replicas} model server(s) Ready on the GPU nodes left",
+             lambda: len(ready_model_pods(off=gone)) >= replicas, 180)  # fmt: skip

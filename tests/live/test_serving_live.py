@@ -76,13 +76,14 @@ def test_model_pods_run_on_gpu_nodes_with_the_taint_tolerated(live, applied):
 
 
 def test_each_model_claim_is_bound_to_a_volume_on_its_pods_node(live, applied):
+    """Each model server pod's own claim (a generic ephemeral volume: named <pod>-models, owned by the pod) is
+    bound to a store volume of the node the pod runs on."""
     site, _nodes, _gpus, _result = applied
     for pod in pods(live, site["namespace"], "vllm") + pods(live, site["namespace"], "nim"):
-        claims = [
-            v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"] if "persistentVolumeClaim" in v
-        ]
-        assert len(claims) == 1
-        claim = live.get("pvc", "-n", site["namespace"], claims[0])
+        claims = [v["name"] for v in pod["spec"]["volumes"] if "ephemeral" in v]
+        assert claims == ["models"], pod["metadata"]["name"]
+        claim = live.get("pvc", "-n", site["namespace"], "%s-models" % pod["metadata"]["name"])
+        assert [o["uid"] for o in claim["metadata"]["ownerReferences"]] == [pod["metadata"]["uid"]]
         assert claim["status"]["phase"] == "Bound"
         pv = live.get("pv", claim["spec"]["volumeName"])
         hosts = pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
