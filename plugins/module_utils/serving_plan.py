@@ -310,19 +310,18 @@ def plan_problems(models, capacity, default_image, nim_models=(), store_paths=No
     ]
 
 
-def placed_replicas(workloads, capacity, reserve_whole=False):
-    """{name: replicas placed} when the replicas of every workload are put on the GPUs of capacity, one replica
-    of each workload in turn (multi-GPU ones first), each on the node with the most room for it, as the scheduler
-    spreads them.
+def place(workloads, capacity, free, sliced, reserve_whole=False):
+    """{name: [node per replica placed]} when the replicas of `workloads` are put on the `free` GPU units of the
+    nodes of capacity, one replica of each workload in turn (multi-GPU ones first), each on the node with the most
+    room for it, as the scheduler spreads them. `free` ({node: GPU units}) is updated.
 
-    workloads: [{"name", "gpus", "replicas"}]; capacity: {node: {"gpus", "replicas"}}. A multi-GPU pod needs whole
-    GPUs on a node without time-slicing; a one-GPU pod takes one GPU unit (a slice on a time-sliced node) and keeps
-    to the time-sliced nodes when reserve_whole (workloads.whole_gpus_affinity).
+    workloads: [{"name", "gpus", "replicas"}]; capacity: {node: {"gpus", "replicas"}}; sliced: the site's
+    time-sliced nodes. A multi-GPU pod needs whole GPUs on a node without time-slicing; a one-GPU pod takes one
+    GPU unit (a slice on a time-sliced node) and, when reserve_whole and the site has sliced nodes, only a sliced
+    one (workloads.whole_gpus_affinity: a required node affinity, so no other node will do).
     """
-    free = {n: c["gpus"] * c["replicas"] for n, c in capacity.items()}
-    sliced = {n for n, c in capacity.items() if c["replicas"] > 1}
     order = sorted(workloads, key=lambda w: (-int(w["gpus"]), w["name"]))
-    placed = {w["name"]: 0 for w in workloads}
+    placed = {w["name"]: [] for w in workloads}
     left = {w["name"]: int(w["replicas"]) for w in workloads}
     progress = True
     while progress:
@@ -332,34 +331,47 @@ def placed_replicas(workloads, capacity, reserve_whole=False):
                 continue
             gpus = int(work["gpus"])
             if gpus > 1:
-                nodes = [n for n in free if n not in sliced and free[n] >= gpus]
+                nodes = [n for n in capacity if n not in sliced and free[n] >= gpus]
             else:
-                nodes = [n for n in free if free[n] >= 1 and (not reserve_whole or not sliced or n in sliced)]
+                nodes = [n for n in capacity if free[n] >= 1 and (not reserve_whole or not sliced or n in sliced)]
             if not nodes:
                 left[work["name"]] = 0
                 continue
             node = min(nodes, key=lambda n: (-free[n], n))
             free[node] -= gpus
-            placed[work["name"]] += 1
+            placed[work["name"]].append(node)
             left[work["name"]] -= 1
             progress = True
     return placed
 
 
 def node_loss_capacity(workloads, capacity, reserve_whole=False):
-    """N-1 capacity: for each workload, the replicas that can run on the GPU nodes left after the loss of the node
-    whose loss hurts it most (its replicas there are started again elsewhere where there is room).
+    """N-1 capacity: for each workload, the replicas that run after the loss of the GPU node whose loss hurts it
+    most. The replicas on the other nodes stay where they are (nothing preempts them); only the lost node's replicas
+    are placed again, on the GPU units left free.
 
     Returns {name: {"replicas", "after_node_loss", "worst_node"}}; with no GPU node, every count is 0.
     """
+    sliced = {n for n, c in capacity.items() if c["replicas"] > 1}
+    units = {n: c["gpus"] * c["replicas"] for n, c in capacity.items()}
+    before = place(workloads, capacity, dict(units), sliced, reserve_whole)
+    gpus = {w["name"]: int(w["gpus"]) for w in workloads}
     out = {w["name"]: {"replicas": int(w["replicas"]), "after_node_loss": 0, "worst_node": ""} for w in workloads}
     first = True
     for lost in sorted(capacity):
         rest = {n: c for n, c in capacity.items() if n != lost}
-        placed = placed_replicas(workloads, rest, reserve_whole)
+        free = {n: units[n] for n in rest}
+        for name, nodes in before.items():
+            for node in nodes:
+                if node != lost:
+                    free[node] -= gpus[name]
+        again = [dict(w, replicas=before[w["name"]].count(lost)) for w in workloads]
+        moved = place(again, rest, free, sliced, reserve_whole)
         for work in workloads:
-            entry = out[work["name"]]
-            if first or placed[work["name"]] < entry["after_node_loss"]:
-                entry.update(after_node_loss=placed[work["name"]], worst_node=lost)
+            name = work["name"]
+            count = len([n for n in before[name] if n != lost]) + len(moved[name])
+            entry = out[name]
+            if first or count < entry["after_node_loss"]:
+                entry.update(after_node_loss=count, worst_node=lost)
         first = False
     return out

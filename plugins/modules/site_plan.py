@@ -80,6 +80,11 @@ plan:
     edge:
       description: C(host), C(namespace), C(tls_secret) and C(certificate) of the public route.
       type: dict
+    node_loss:
+      description:
+        - N-1 capacity, model to C(replicas), C(after_node_loss) (replicas running after the loss of the GPU node
+          whose loss hurts it most; the others stay where they are) and C(worst_node).
+      type: dict
     secrets:
       description: Whether the secrets were checked.
       type: bool

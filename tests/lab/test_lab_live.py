@@ -495,7 +495,8 @@ def node_loss_run() -> tuple[subprocess.CompletedProcess, dict]:
     container killed and started again by podman): the process and the fault's result."""
     proc = subprocess.run(
         [str(ROOT / ".venv" / "bin" / "ansible-playbook"), str(ROOT / "tests" / "lab" / "playbooks" / "node_loss.yml"),
-         "-i", str(ROOT / "inventories" / "lab"), "-e", f"drill_kubeconfig={KUBECONFIG}"],
+         "-i", str(ROOT / "inventories" / "lab"), "-e", f"drill_kubeconfig={KUBECONFIG}",
+         "-e", "drill_confirm=yes-inject-faults-on-lab"],
         capture_output=True, text=True, timeout=900, check=False,
         env=dict(ENV, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"),
     )  # fmt: skip

@@ -51,18 +51,23 @@ def run(kubectl, *args, timeout=30):
 
 
 def sweep(kubectl, storage_class, selector=SELECTOR):
-    """One pass: returns (recycled names, error or "")."""
+    """One pass: returns (recycled names, error or ""). A refused patch of a volume that changed since it was read
+    (another server freed it, it was deleted) is not an error; one refused although the volume is unchanged is."""
     proc = run(kubectl, "get", "persistentvolumes", "-l", selector, "-o", "json")
     if proc.returncode != 0:
         return [], (proc.stderr.strip().splitlines() or ["kubectl rc %d" % proc.returncode])[-1]
-    done = []
+    done, errors = [], []
     for name, version in to_recycle(json.loads(proc.stdout).get("items") or [], storage_class):
         patch = run(
             kubectl, "patch", "persistentvolume", name, "--type", "json", "-p", json.dumps(release_patch(version))
         )
         if patch.returncode == 0:
             done.append(name)
-    return done, ""
+            continue
+        now = run(kubectl, "get", "persistentvolume", name, "-o", "jsonpath={.metadata.resourceVersion}")
+        if now.returncode == 0 and now.stdout.strip() == version:  # unchanged, yet refused: a real error
+            errors.append("%s: %s" % (name, (patch.stderr.strip().splitlines() or ["rc %d" % patch.returncode])[-1]))
+    return done, "; ".join(errors)
 
 
 def main(argv=None):
@@ -85,11 +90,11 @@ def main(argv=None):
         for name in done:
             print("made %s Available again (its claim was deleted)" % name, flush=True)
         if error and error != last_error:  # each new error once, not every pass
-            print("cannot list the store's volumes yet: %s" % error, file=sys.stderr, flush=True)
+            print("cannot recycle the store's volumes yet: %s" % error, file=sys.stderr, flush=True)
         last_error = error
         if args.once:
             return 1 if error else 0
-        time.sleep(args.interval)
+        time.sleep(max(args.interval, 1.0))
 
 
 if __name__ == "__main__":

@@ -49,8 +49,9 @@ def test_the_patch_tests_the_version_it_read():
     ]
 
 
-def fake_kubectl(tmp_path, items, list_rc=0):
-    """A kubectl that prints the volume list and appends each patch's arguments to calls.jsonl."""
+def fake_kubectl(tmp_path, items, list_rc=0, patch_rc=0, version_now="7"):
+    """A kubectl that prints the volume list, answers a patch with patch_rc and a read of one volume's
+    resourceVersion with version_now, and appends each call's arguments to calls.jsonl."""
     (tmp_path / "list.json").write_text(json.dumps({"items": items}))
     script = tmp_path / "kubectl"
     script.write_text(
@@ -61,7 +62,11 @@ def fake_kubectl(tmp_path, items, list_rc=0):
         "if sys.argv[1] == 'get':\n"
         f"    if {list_rc}:\n"
         "        sys.stderr.write('The connection to the server 127.0.0.1:6443 was refused\\n'); sys.exit(1)\n"
-        f"    print(open({str(tmp_path / 'list.json')!r}).read())\n"
+        f"    print(open({str(tmp_path / 'list.json')!r}).read() if sys.argv[2] == 'persistentvolumes' "
+        f"else {version_now!r})\n"
+        "if sys.argv[1] == 'patch':\n"
+        "    sys.stderr.write('The request is invalid\\n')\n"
+        f"    sys.exit({patch_rc})\n"
     )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return [str(script)]
@@ -79,6 +84,16 @@ def test_a_pass_lists_the_store_volumes_and_patches_only_the_released(tmp_path):
     assert listing == ["get", "persistentvolumes", "-l", recycler.SELECTOR, "-o", "json"]
     assert patch[:5] == ["patch", "persistentvolume", "a", "--type", "json"]
     assert json.loads(patch[6]) == recycler.release_patch("7")
+
+
+def test_a_volume_another_server_freed_first_is_not_an_error(tmp_path):
+    kubectl = fake_kubectl(tmp_path, [pv("a", "Released")], patch_rc=1, version_now="8")
+    assert recycler.sweep(kubectl, CLASS) == ([], "")
+
+
+def test_a_patch_refused_on_an_unchanged_volume_is_an_error(tmp_path):
+    kubectl = fake_kubectl(tmp_path, [pv("a", "Released")], patch_rc=1, version_now="7")
+    assert recycler.sweep(kubectl, CLASS) == ([], "a: The request is invalid")
 
 
 def test_an_api_that_does_not_answer_is_an_error_not_a_crash(tmp_path):
