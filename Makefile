@@ -165,9 +165,12 @@ molecule: venv links ## Molecule scenarios on lab nodes
 	failed=; for s in $(MOLECULE_SCENARIOS); do $(BIN)/molecule test -s $$s || failed="$$failed $$s"; done; \
 	if [ -n "$$failed" ]; then echo "[molecule] failed scenarios:$$failed" >&2; exit 1; fi
 
-test: venv links ## Everything CI runs: lint, sanity, unit, gateway, runtime, live, lab-live, molecule (each part's wall time)
-	@for t in lint sanity kube-build unit gateway runtime live lab-live molecule; do \
+# runtime comes before the Go builds: its vLLM venv and the Go caches need not be on disk together (lab/diskuse.py,
+# which prints the free space after each part and, with AIINFRA_CI_PRUNE=1 as .ci/run sets, drops spent caches).
+test: venv links ## Everything CI runs: lint, sanity, runtime, unit, gateway, live, lab-live, molecule (each part's wall time)
+	@for t in lint sanity runtime kube-build unit gateway live lab-live molecule; do \
 	  t0=$$(date +%s); $(MAKE) --no-print-directory $$t; echo "[time] make $$t: $$(( $$(date +%s) - t0 ))s"; \
+	  $(BIN)/python lab/diskuse.py after $$t; \
 	done
 
 bench: venv links kube-build test-tools $(LITELLM_VENV)/.installed ## Builds, live cluster, apply and verifier timings; lab converge; manifest render; gateway auth latency
