@@ -8,8 +8,9 @@
 The bundle has the shape of a K3s release (the collection's k3s role verifies and installs it through its airgap
 path, `k3s_install_mode: airgap`, `k3s_airgap_dir`), but its `k3s` is a self-extracting file: a shell header
 (multi-call: k3s server|agent, kubectl, ctr) followed by a zstd tar of lab/node/k3s_standin.py, the binaries
-built from upstream Go modules, and the manifests a lab server applies at start (CoreDNS and the CRDs the site's
-charts would install; no helm-controller runs yet). The image tarball holds the lab's images (pause, CoreDNS,
+built from upstream Go modules, and the manifests a lab server applies at start (CoreDNS, the lab's own minimal
+Traefik manifests in place of K3s's embedded Traefik chart, and the CRDs the site's charts would install; no
+helm-controller runs yet). The image tarball holds the lab's images (pause, CoreDNS, Traefik,
 the real LiteLLM proxy, the stand-in model server, Redis), imported by each node's containerd at start, as K3s
 imports its airgap image directory. Only the standard library is used.
 """
@@ -221,6 +222,147 @@ def coredns_manifest(image: str, cluster_dns: str = "10.43.0.10", domain: str = 
     return "\n---\n".join(json.dumps(o, indent=1) for o in objects) + "\n"
 
 
+# The lab's Traefik: K3s deploys Traefik from a Helm chart embedded in K3s (a HelmChart in its manifests directory,
+# installed by its helm-controller) behind ServiceLB (klipper-lb). Neither the chart nor klipper-lb is available
+# here, so the lab server applies these minimal manifests of its own in their place (NOT K3s's chart): the chart's
+# entry points, providers, non-root read-only container and RBAC, the real Traefik binary (lab/nodebuild.py), and a
+# NodePort Service (fixed ports) where K3s has a LoadBalancer Service served by ServiceLB. The collection's
+# HelmChartConfig asks the chart for JSON general and access logs: the arguments below ask the same.
+TRAEFIK_NODE_PORTS = {"web": 30080, "websecure": 30443}
+TRAEFIK_LABELS = {"app.kubernetes.io/name": "traefik", "app.kubernetes.io/instance": "traefik-kube-system"}
+TRAEFIK_ENTRYPOINTS = {"web": 8000, "websecure": 8443, "traefik": 8080, "metrics": 9100}
+TRAEFIK_RESOURCES = (
+    "ingressroutes",
+    "ingressroutetcps",
+    "ingressrouteudps",
+    "middlewares",
+    "middlewaretcps",
+    "serverstransports",
+    "serverstransporttcps",
+    "tlsoptions",
+    "tlsstores",
+    "traefikservices",
+)
+
+
+def traefik_args() -> list[str]:
+    """The proxy's arguments: the chart's defaults as K3s sets them (but the dashboard), plus the collection's
+    HelmChartConfig logs."""
+    args = [f"--entryPoints.{name}.address=:{port}/tcp" for name, port in TRAEFIK_ENTRYPOINTS.items()]
+    return [
+        *args,
+        "--entryPoints.websecure.http.tls=true",
+        "--api.dashboard=false",  # the chart's default is true; the lab build has no web UI (lab/nodebuild.py)
+        "--ping=true",
+        "--metrics.prometheus=true",
+        "--metrics.prometheus.entryPoint=metrics",
+        "--providers.kubernetescrd",
+        "--providers.kubernetescrd.allowEmptyServices=true",
+        "--providers.kubernetesingress",
+        "--providers.kubernetesingress.allowEmptyServices=true",
+        "--log.level=INFO",
+        "--log.format=json",
+        "--accesslog=true",
+        "--accesslog.format=json",
+    ]
+
+
+def traefik_manifest(image: str, node_ports: dict[str, int] | None = None) -> str:
+    """The lab's Traefik in kube-system: ServiceAccount, ClusterRole(Binding), IngressClass, Deployment, NodePort
+    Service (web 80 -> 8000, websecure 443 -> 8443)."""
+    node_ports = node_ports or TRAEFIK_NODE_PORTS
+    ns = "kube-system"
+    meta = {"name": "traefik", "namespace": ns, "labels": TRAEFIK_LABELS}
+    read = ["get", "list", "watch"]
+    rules = [
+        {"apiGroups": [""], "resources": ["services", "configmaps", "secrets", "nodes"], "verbs": read},
+        {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": read},
+        {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses", "ingressclasses"], "verbs": read},
+        {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses/status"], "verbs": ["update"]},
+        {"apiGroups": ["traefik.io"], "resources": list(TRAEFIK_RESOURCES), "verbs": read},
+    ]
+    container = {
+        "name": "traefik",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": traefik_args(),
+        "ports": [
+            {"name": name, "containerPort": port, "protocol": "TCP"} for name, port in TRAEFIK_ENTRYPOINTS.items()
+        ],
+        "readinessProbe": {"httpGet": {"path": "/ping", "port": "traefik"}, "periodSeconds": 5, "failureThreshold": 1},
+        "livenessProbe": {"httpGet": {"path": "/ping", "port": "traefik"}, "periodSeconds": 10, "failureThreshold": 3},
+        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [{"name": "data", "mountPath": "/data"}, {"name": "tmp", "mountPath": "/tmp"}],
+    }
+    objects = [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "traefik-kube-system", "labels": TRAEFIK_LABELS},
+            "rules": rules,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "traefik-kube-system", "labels": TRAEFIK_LABELS},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "traefik-kube-system"},
+            "subjects": [{"kind": "ServiceAccount", "name": "traefik", "namespace": ns}],
+        },
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "IngressClass",
+            "metadata": {"name": "traefik", "labels": TRAEFIK_LABELS},
+            "spec": {"controller": "traefik.io/ingress-controller"},
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": meta,
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": TRAEFIK_LABELS},
+                "template": {
+                    "metadata": {"labels": TRAEFIK_LABELS},
+                    "spec": {
+                        "serviceAccountName": "traefik",
+                        "priorityClassName": "system-cluster-critical",
+                        "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
+                        "terminationGracePeriodSeconds": 60,
+                        "securityContext": {
+                            "runAsNonRoot": True,
+                            "runAsUser": 65532,
+                            "runAsGroup": 65532,
+                            "seccompProfile": {"type": "RuntimeDefault"},
+                        },
+                        "containers": [container],
+                        "volumes": [{"name": "data", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}],
+                    },
+                },
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": meta,
+            "spec": {
+                "type": "NodePort",
+                "selector": TRAEFIK_LABELS,
+                "ports": [
+                    {"name": name, "port": port, "targetPort": name, "nodePort": node_ports[name], "protocol": "TCP"}
+                    for name, port in (("web", 80), ("websecure", 443))
+                ],
+            },
+        },
+    ]
+    return "\n---\n".join(json.dumps(o, indent=1) for o in objects) + "\n"
+
+
 def inputs_key(bin_dir: Path, images_archive: Path, crd_files: list[Path]) -> str:
     h = hashlib.sha256()
     h.update(HEADER.encode())
@@ -274,6 +416,9 @@ def build() -> Path:
     manifests = stage / "manifests"
     manifests.mkdir()
     (manifests / "coredns.json").write_text(coredns_manifest(refs["coredns"]))
+    if "traefik" not in refs:
+        raise BundleError("the node images lack Traefik (lab/nodeimages.py): the node build has no traefik binary")
+    (manifests / "traefik.json").write_text(traefik_manifest(refs["traefik"]))
     for i, path in enumerate(crd_files):
         shutil.copy2(path, manifests / f"crd-{i:02d}-{path.name}")
     payload = partial / "payload.tar.zst"

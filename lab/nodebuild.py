@@ -16,6 +16,10 @@ each version below), or the nearest the proxy serves. The last line of `build` i
   * the CNI plugins bridge, host-local, loopback, portmap (github.com/containernetworking/plugins);
   * flanneld (github.com/flannel-io/flannel's main.go without its udp backend, cgo-only on amd64, and its
     tencentvpc backend, whose SDK the proxy refuses; K3s registers neither) and coredns (github.com/coredns/coredns);
+  * traefik, the proxy K3s deploys as its ingress controller (github.com/traefik/traefik/v3 at the release K3s's
+    Traefik chart runs), built inside a copy of its module with named omissions: no ACME DNS-challenge providers
+    (their cloud SDKs are refused by the proxy), no dashboard web UI (not in the module), and a local copy of its
+    nested dynamic/ext module (not served; empty extension structs upstream);
   * pause (lab/node/pause: the lab's Go build of the pause container's behaviour, not the upstream C binary);
   * aiinfra-lab-device-plugin (lab/node/deviceplugin: a STAND-IN NVIDIA device plugin, no GPU);
   * versions.json: per binary, {"module", "version", "k3s_carries", "note"}.
@@ -37,6 +41,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import crds
 import kubebuild
 from kubebuild import BuildError
 
@@ -67,6 +72,27 @@ FLANNEL = ("github.com/flannel-io/flannel", "v0.28.4", None)
 # extension, ipsec are kept).
 FLANNEL_DROPPED = ("pkg/backend/udp", "pkg/backend/tencentvpc")
 COREDNS = ("github.com/coredns/coredns", "v1.14.6", "v1.14.6")
+# Traefik: the release K3s installs from its embedded chart (lab/crds.py's K3S_EMBEDDED, which the lab's Traefik
+# CRDs follow too; v3.7.8 for K3s v1.36.4+k3s1). Built inside a copy of its module (its go.mod replaces only apply there) with:
+#  * its nested module github.com/traefik/traefik/dynamic/ext, which the go.mod replaces with
+#    ./pkg/config/dynamic/ext, a directory the module zip leaves out and the proxy does not serve: the lab's copy
+#    (lab/edge/ext: the three empty extension structs upstream holds) is written there;
+#  * pkg/provider/acme/provider.go without lego's providers/dns, which pulls cloud SDK modules the proxy refuses
+#    (akamai, huaweicloud, oci, sacloud, ucloud, yandex, ...): an ACME resolver with a DNS challenge fails with an
+#    error saying so; HTTP-01 and TLS-ALPN-01, routing, middlewares, TLS and the providers are Traefik's own code.
+#  The dashboard's web UI is not in the module either (webui/static holds only a placeholder; Traefik's release
+#  builds it with npm): the API answers, the dashboard pages do not.
+TRAEFIK_MODULE = "github.com/traefik/traefik/v3"
+TRAEFIK_EXT = ("pkg/config/dynamic/ext", ROOT / "lab" / "edge" / "ext")
+TRAEFIK_EDITS = (
+    ("pkg/provider/acme/provider.go", '\t"github.com/go-acme/lego/v5/providers/dns"\n', ""),
+    (
+        "pkg/provider/acme/provider.go",
+        "provider, err = dns.NewDNSChallengeProviderByName(p.DNSChallenge.Provider)",
+        'err = fmt.Errorf("DNS challenge provider %q: this Traefik build (aiinfra.k3s lab) has no ACME DNS '
+        'providers", p.DNSChallenge.Provider)',
+    ),
+)
 ETCD_K3S = "v3.6.14-k3s1"
 LOCAL_PROGRAMS = ("pause", "deviceplugin")  # directories under lab/node
 CONTROL_PLANE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd")
@@ -98,6 +124,11 @@ class Component:
     local: str = ""  # directory under lab/node for the lab's own programs
     main_file: str = ""  # build this file of the module as a main package of its own (flannel's main.go) ...
     drop_imports: tuple[str, ...] = ()  # ... without these blank imports (module-relative package paths)
+    # Build inside a writable copy of the module (its own replaces apply), after these edits: (file, old, new),
+    # each old text found exactly once; and a nested module written from a lab directory (module path, source).
+    in_module: bool = False
+    edits: tuple[tuple[str, str, str], ...] = ()
+    nested: tuple[str, Path] | None = None
 
     def ldflags(self) -> str:
         return " ".join([LDFLAGS, *(f"-X {var}={value}" for var, value in sorted(self.xflags.items()))])
@@ -125,6 +156,17 @@ def nearest_note(k3s_carries: str | None, version: str, why: str) -> str | None:
     return f"nearest served: {version}; {why}"
 
 
+def traefik_version(k3s_version: str) -> str:
+    """The Traefik release a K3s release installs (lab/crds.py's table of K3s's embedded component versions)."""
+    try:
+        return crds.K3S_EMBEDDED[k3s_version]["traefik"]
+    except KeyError:
+        raise BuildError(
+            f"no Traefik version known for K3s {k3s_version}: add its embedded component versions to "
+            "lab/crds.py's K3S_EMBEDDED (from the K3s release notes)"
+        ) from None
+
+
 def components(k3s_version: str, etcd_version: str, sources: str) -> list[Component]:
     """Everything the bin directory holds, in build order (cheap first, containerd last). A binary whose
     package is "" is copied from kubebuild's output, not built here."""
@@ -138,6 +180,7 @@ def components(k3s_version: str, etcd_version: str, sources: str) -> list[Compon
     cni_mod, cni_ver, cni_k3s = CNI_PLUGINS
     fl_mod, fl_ver, fl_k3s = FLANNEL
     dns_mod, dns_ver, dns_k3s = COREDNS
+    tr_mod, tr_ver = TRAEFIK_MODULE, traefik_version(k3s_version)
     return [
         Component(
             "control-plane",
@@ -226,6 +269,20 @@ def components(k3s_version: str, etcd_version: str, sources: str) -> list[Compon
             nearest_note(dns_k3s, dns_ver, "the CoreDNS release K3s deploys"),
         ),
         Component(
+            "traefik",
+            tr_mod,
+            tr_ver,
+            {"traefik": "./cmd/traefik"},
+            tr_ver,
+            "built without the ACME DNS-challenge providers (their cloud SDKs are refused by the module proxy) and "
+            "without the dashboard's web UI (Traefik's release builds it with npm into webui/static, empty in the "
+            "module), with the lab's copy of its nested dynamic/ext module (not served)",
+            xflags={f"{tr_mod}/pkg/version.Version": tr_ver},
+            in_module=True,
+            edits=TRAEFIK_EDITS,
+            nested=TRAEFIK_EXT,
+        ),
+        Component(
             "containerd",
             cd_mod,
             cd_ver,
@@ -277,6 +334,8 @@ def recipe(comps: list[Component], go_version: str, kube_key: str) -> dict:
                 c.ldflags(),
                 c.main_file,
                 list(c.drop_imports),
+                [list(e) for e in c.edits],
+                c.nested and [c.nested[0], sources_digest(read_tree(c.nested[1]))],
             ]
             for c in comps
         },
@@ -308,6 +367,17 @@ def without_imports(source: str, module: str, packages: tuple[str, ...]) -> str:
     return "".join(lines)
 
 
+def edited(source: str, path: str, edits: tuple[tuple[str, str, str], ...]) -> str:
+    """source with each edit (file, old, new) of path applied; each old text must be there exactly once."""
+    for file, old, new in edits:
+        if file != path:
+            continue
+        if source.count(old) != 1:
+            raise BuildError(f"expected {old.strip()!r} once in the upstream {path}, found {source.count(old)}")
+        source = source.replace(old, new)
+    return source
+
+
 def build_args(comp: Component, out: Path, name: str, package: str) -> list[str]:
     """The `go build` arguments for one binary of a component."""
     args = ["build", *BUILD_FLAGS]
@@ -327,6 +397,10 @@ def read_sources() -> dict[str, bytes]:
         for path in sorted((NODE_SOURCES / program).rglob("*"))
         if path.is_file() and path.name.endswith((".go", "go.mod", "go.sum"))
     }
+
+
+def read_tree(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
 def plan(k3s_version: str) -> tuple[list[Component], Path]:
@@ -358,6 +432,24 @@ def build_module(comp: Component, work: Path, out: Path) -> None:
     if comp.main_file:
         source = (Path(info["Dir"]) / comp.main_file).read_text()
         (work / comp.main_file).write_text(without_imports(source, comp.module, comp.drop_imports))
+    for name, package in comp.binaries.items():
+        kubebuild.go(*build_args(comp, out, name, package), cwd=work)
+
+
+def build_in_module(comp: Component, work: Path, out: Path) -> None:
+    """A component built inside a writable copy of its module directory, with its edits and nested module."""
+    info = kubebuild.module_info(comp.module, comp.version)
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(info["Dir"], work)
+    for path in work.rglob("*"):
+        path.chmod(path.stat().st_mode | 0o200)  # the module cache is read-only
+    for file in sorted({e[0] for e in comp.edits}):
+        target = work / file
+        target.write_text(edited(target.read_text(), file, comp.edits))
+    if comp.nested:
+        where, source = comp.nested
+        shutil.rmtree(work / where, ignore_errors=True)
+        shutil.copytree(source, work / where)
     for name, package in comp.binaries.items():
         kubebuild.go(*build_args(comp, out, name, package), cwd=work)
 
@@ -403,7 +495,8 @@ def _build_locked(k3s_version: str) -> Path:
             continue  # copied above
         started = time.monotonic()
         try:
-            (build_local if comp.local else build_module)(comp, work / comp.name, tmp_out)
+            builder = build_local if comp.local else build_in_module if comp.in_module else build_module
+            builder(comp, work / comp.name, tmp_out)
         except BuildError as exc:
             raise BuildError(f"{comp.name} ({comp.module}@{comp.version}): {exc}") from None
         Log.line(f"built {comp.name} in {time.monotonic() - started:.0f}s")

@@ -6,13 +6,17 @@
     nodeimages.py refs [--bin DIR]  print images.json (role -> image reference) without building: the refs the
                                     recipe for DIR gives, else those of the last build
 
-DIR holds static binaries built by lab/nodebuild.py (.cache/node/<key>/bin): `pause` and `coredns`, and
+DIR holds static binaries built by lab/nodebuild.py (.cache/node/<key>/bin): `pause`, `coredns`, `traefik`, and
 versions.json. Images (all `localhost/aiinfra-lab/<name>:<tag>`, labelled as lab builds; tags: the version the
 collection or versions.json gives, else the fixed tag `lab` that inventories/lab names, each build told apart by
 its io.aiinfra.image.recipe label):
 
   pause                 FROM scratch, the lab's pause binary as entrypoint
   coredns               FROM scratch, /coredns as entrypoint, tagged with its version from versions.json
+  traefik-no-acme-dns-no-webui
+                        FROM scratch, /traefik as entrypoint: the REAL Traefik proxy at the release K3s installs,
+                        built without the ACME DNS-challenge providers and the dashboard's web UI (the name says
+                        so; lab/nodebuild.py)
   litellm               the REAL LiteLLM proxy (PyPI, the release roles/litellm/defaults/main.yml pins, with the
                         proxy requirements frozen in tests/gateway/requirements-litellm.txt) in a venv on Debian
   model-server-standin  a STAND-IN for the vLLM and NIM images (lab/node/model_server_standin.py), Debian python3
@@ -129,14 +133,20 @@ def labels(title: str, description: str, version: str, standin: bool) -> dict[st
     }
 
 
-def scratch_spec(role: str, binary: Path, digest: str, version: str | None) -> dict:
+# Scratch images named for what their build leaves out (nodebuild's versions.json note says what).
+SCRATCH_NAMES = {"traefik": "traefik-no-acme-dns-no-webui"}
+
+
+def scratch_spec(role: str, binary: Path, digest: str, version: str | None, note: str | None = None) -> dict:
     """A FROM scratch image holding one static binary as /<name>, its entrypoint."""
     name = binary.name
     tag = safe_tag(version) if version else "lab-" + digest[:12]
     what = "the lab's build of the pause container" if role == "pause" else f"{name} {version or ''} (lab build)"
+    if note and role in SCRATCH_NAMES:
+        what = f"{name} {version or ''} (lab build, {note})"
     return {
         "role": role,
-        "name": name,
+        "name": SCRATCH_NAMES.get(role, name),
         "tag": tag,
         "base": "scratch",
         "binary": {"name": name, "sha256": digest},
@@ -356,6 +366,8 @@ def inventory_lines(refs: dict[str, str]) -> list[str]:
         out.append(f"# K3s sandbox (pause) image, node side: {refs['pause']}")
     if "coredns" in refs:
         out.append(f"# CoreDNS image, node side: {refs['coredns']}")
+    if "traefik" in refs:
+        out.append(f"# Traefik image (the lab's Traefik manifests, lab/k3sbundle.py): {refs['traefik']}")
     return out
 
 
@@ -378,10 +390,11 @@ def sha256_file(path: Path) -> str:
 def specs_for(bin_dir: Path) -> tuple[list[dict], list[str]]:
     """Every image's spec (tag, ref and recipe label set), and the binaries DIR lacks (their images are left out)."""
     versions, missing, specs = read_versions(bin_dir), [], []
-    for role in ("pause", "coredns"):
+    for role in ("pause", "coredns", "traefik"):
         binary = bin_dir / role
         if binary.is_file():
-            specs.append(scratch_spec(role, binary, sha256_file(binary), binary_version(versions, role)))
+            note = (versions.get(role) or {}).get("note") if isinstance(versions.get(role), dict) else None
+            specs.append(scratch_spec(role, binary, sha256_file(binary), binary_version(versions, role), note))
         else:
             missing.append(role)
     litellm_image = yaml_scalar(LITELLM_DEFAULTS.read_text(), "litellm_image")

@@ -208,6 +208,7 @@ def settings(config: dict, hostname: str) -> dict:
         "kcm_args": as_list(cfg.get("kube-controller-manager-arg")),
         "scheduler_args": as_list(cfg.get("kube-scheduler-arg")),
         "proxy_args": as_list(cfg.get("kube-proxy-arg")),
+        "disable": as_list(cfg.get("disable")),
         "unknown": sorted(set(cfg) - KNOWN_KEYS),
     }
 
@@ -756,6 +757,9 @@ def server(s: dict, sup: Supervisor) -> None:
     AUTO_DEPLOY.mkdir(parents=True, exist_ok=True)
     if MANIFESTS.is_dir():
         for path in sorted(MANIFESTS.iterdir()):
+            if path.stem in s["disable"]:  # K3s's --disable: the packaged component is not deployed
+                log(f"{path.stem} disabled (disable: {', '.join(s['disable'])})")
+                continue
             write(AUTO_DEPLOY / f"aiinfra-lab-{path.name}", path.read_text())
     sup.deployer = AutoDeploy(admin)
     # Ready once the bundle's own manifests are in (the collection's files are applied in the background).

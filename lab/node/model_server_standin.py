@@ -331,7 +331,9 @@ class Handler(BaseHTTPRequestHandler):
     # -- plumbing
 
     def log_message(self, fmt, *args):  # access log through the "uvicorn.access" logger, as vLLM's server logs
-        logging.getLogger("uvicorn.access").info("stand-in %s - %s", self.address_string(), fmt % args)
+        rid = self.headers.get("X-Request-ID") if getattr(self, "headers", None) else None
+        line = fmt % args + (" x-request-id=%s" % rid if rid else "")
+        logging.getLogger("uvicorn.access").info("stand-in %s - %s", self.address_string(), line)
 
     def send_json(self, status: int, obj: dict) -> None:
         data = json.dumps(obj).encode()

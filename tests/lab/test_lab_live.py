@@ -8,6 +8,7 @@ Run by `make lab-live` after `make lab`; every wait is bounded, traffic stays on
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -268,6 +269,123 @@ def test_a_request_through_the_gateway_service_dns_name(client_ns):
     assert result["without_key"] == 401
     assert result["unknown_model"] in (400, 404)
     assert result["backend_calls_for_unknown"] == 0
+
+
+# ---------------------------------------------------------------- the edge: the real Traefik on the lab nodes
+# The lab's Traefik (lab/k3sbundle.py: the real proxy at the release K3s installs, built without the ACME DNS
+# providers; the lab's own manifests in place of K3s's chart; a NodePort where K3s has ServiceLB) reads the
+# collection's IngressRoutes and Middlewares from the API server. Requests go from this machine to a lab node's
+# address on the lab network. No cert-manager runs in the lab yet, so Traefik answers with its default
+# certificate: the chain is not verified here.
+EDGE_HTTPS, EDGE_HTTP = 30443, 30080
+
+
+@functools.cache
+def lab_var(name: str) -> str:
+    """A traefik_* setting of the lab site: its inventory's value, else the role's default."""
+    import yaml
+
+    for path in (
+        ROOT / "inventories" / "lab" / "group_vars" / "all.yml",
+        ROOT / "roles" / "traefik" / "defaults" / "main.yml",
+    ):
+        values = yaml.safe_load(path.read_text())
+        if name in values:
+            return str(values[name])
+    raise KeyError(name)
+
+
+@functools.cache
+def node_address() -> str:
+    """The InternalIP of a GPU node (the NodePort answers on every node; a GPU node proves it is not the server's)."""
+    node = next(n for n in get("nodes")["items"] if lab_nodes().get(n["metadata"]["name"]) == "gpu")
+    return next(a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP")
+
+
+def edge(path: str, body=None, key: str | None = None, headers: dict | None = None, https: bool = True):
+    """(status, headers, text) of one request to the gateway host through the lab's Traefik, with the host's SNI."""
+    import http.client
+    import socket
+    import ssl
+
+    host, address = lab_var("traefik_host"), node_address()
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # Traefik's default certificate (see above)
+
+    class Connection(http.client.HTTPSConnection):
+        def connect(self):
+            self.sock = context.wrap_socket(socket.create_connection((address, EDGE_HTTPS), 30), server_hostname=host)
+
+    conn = (
+        Connection(address, EDGE_HTTPS, timeout=30)
+        if https
+        else http.client.HTTPConnection(address, EDGE_HTTP, timeout=30)
+    )
+    sent = {"Host": host, "Content-Type": "application/json", **(headers or {})}
+    if key:
+        sent["Authorization"] = "Bearer " + key
+    try:
+        conn.request(
+            "POST" if body else "GET", lab_var("traefik_path_prefix") + path, json.dumps(body) if body else None, sent
+        )
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read().decode()
+    finally:
+        conn.close()
+
+
+def master_key() -> str:
+    return (ROOT / ".cache" / "lab" / "litellm-master-key").read_text().strip()
+
+
+def traefik_ready() -> bool:
+    pods = get("pods", "-n", "kube-system", "-l", "app.kubernetes.io/name=traefik")["items"]
+    return any(c["type"] == "Ready" and c["status"] == "True" for p in pods for c in p["status"].get("conditions", []))
+
+
+def test_the_real_traefik_routes_https_through_the_gateway_to_a_model_server():
+    wait_for("the lab's Traefik Ready", traefik_ready, timeout=120)
+    chat = {"model": served_model(), "messages": [{"role": "user", "content": "hello"}], "max_tokens": 8}
+    rid = f"edge-{uuid.uuid4().hex[:8]}"
+    # the route may lag the pod's readiness by a provider sync: bounded retries on Traefik's own 404
+    status, headers, text = wait_for(
+        "the gateway route served",
+        lambda: (r := edge("/v1/chat/completions", chat, master_key(), {"X-Request-ID": rid}))[0] != 404 and r,
+        60,
+    )
+    assert status == 200, text
+    assert json.loads(text)["choices"][0]["message"]["content"]
+    assert headers.get("x-litellm-call-id") == rid  # the gateway took the client's request ID
+    logs = "".join(kubectl("logs", "-n", NAMESPACE, p["metadata"]["name"], check=False).stdout for p in pods_of("vllm"))
+    assert f"x-request-id={rid}" in logs  # ... and a model server received it
+    assert edge("/v1/chat/completions", chat)[0] == 401  # no key: the gateway refuses
+
+
+@pytest.mark.parametrize("path", ["/key/generate", "/metrics", "/ui", "/v1/chat/completions/../../key/list"])
+def test_admin_paths_are_not_routed_at_the_edge(path):
+    status, headers, _text = edge(path, key=master_key())
+    assert status == 404 and "x-litellm-call-id" not in headers, path  # Traefik answers: the gateway never sees it
+
+
+def test_http_is_redirected_to_https():
+    status, headers, _text = edge("/v1/models", https=False)
+    assert status in (301, 308) and headers["location"].startswith("https://" + lab_var("traefik_host"))
+
+
+def test_past_the_burst_the_throttled_key_gets_429_while_another_key_is_served():
+    """3 x burst requests of one key at once (10 in flight; each is a new TLS connection, slower one by one than the
+    budget refills): the burst passes to the gateway (401: an unknown key), the rest get Traefik's 429."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    burst = int(lab_var("traefik_rate_limit_burst"))
+    throttled = f"sk-throttled-{uuid.uuid4().hex[:8]}"
+    with ThreadPoolExecutor(max_workers=10) as pool:  # bounded: 3 x burst requests
+        codes = list(pool.map(lambda _i: edge("/v1/models", key=throttled)[0], range(3 * burst)))
+    print(f"\n[lab-live] {3 * burst} requests of one key through Traefik: {codes.count(429)} x 429, "
+          f"{codes.count(401)} x 401 (the gateway refuses the unknown key)")  # fmt: skip
+    assert 429 in codes and set(codes) <= {401, 429}, codes
+    assert codes.count(401) >= burst, codes  # the burst itself passes
+    assert edge("/v1/models", key=master_key())[0] == 200  # another key still has its own budget
 
 
 LOAD = r"""

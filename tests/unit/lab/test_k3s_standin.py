@@ -86,6 +86,8 @@ def test_settings_defaults_are_k3s_defaults_and_unknown_keys_are_listed():
     assert (s["cluster_cidr"], s["service_cidr"], s["cluster_dns"]) == ("10.42.0.0/16", "10.43.0.0/16", "10.43.0.10")
     assert s["flannel_backend"] == "vxlan"
     assert s["unknown"] == ["no-such-flag"]
+    assert s["disable"] == []
+    assert standin.settings({"disable": ["traefik", "servicelb"]}, "h")["disable"] == ["traefik", "servicelb"]
 
 
 def test_cluster_dns_follows_the_service_network():

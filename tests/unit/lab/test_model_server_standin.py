@@ -207,6 +207,11 @@ def test_chat_and_completions_answer_json_and_count_in_the_metrics(vllm_pod):
     status, headers, text = call("POST", base + "/v1/chat/completions", body, headers={"X-Request-ID": "r-1"})
     answer = json.loads(text)
     assert status == 200 and headers["x-aiinfra-standin"] == "true" and headers["X-Request-ID"] == "r-1"
+    # the access log names the request ID, so a test can see which server a request reached
+    deadline = time.monotonic() + 5
+    while "x-request-id=r-1" not in vllm_pod["log"].read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "x-request-id=r-1" in vllm_pod["log"].read_text()
     assert answer["object"] == "chat.completion" and answer["choices"][0]["finish_reason"] == "length"
     assert answer["usage"] == {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}
     status, _headers, text = call("POST", base + "/v1/completions", {"model": "qwen-7b", "prompt": "hello"})

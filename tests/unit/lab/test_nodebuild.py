@@ -9,6 +9,7 @@ import pytest
 K3S = "v1.36.4+k3s1"
 SOURCES = "0123456789abcdef" * 4
 NODE_BINARIES = {
+    "traefik",
     "kubelet",
     "kube-proxy",
     "kubectl",
@@ -49,8 +50,8 @@ def test_versions_json_has_one_entry_of_the_same_shape_per_binary():
         assert entry["module"] and entry["version"], name
         if entry["k3s_carries"] != entry["version"]:
             assert entry["note"].startswith("nearest served") or entry["k3s_carries"] is None, name
-        else:
-            assert entry["note"] is None, name
+        else:  # the release K3s carries: a note only says what the build leaves out
+            assert entry["note"] is None or entry["note"].startswith("built without"), name
 
 
 def test_versions_json_names_the_k3s_forks_and_the_upstream_releases_built():
@@ -102,7 +103,7 @@ def test_recipe_key_is_stable_and_follows_every_input():
         nodebuild.recipe(comps(), "go1.26.8", "v1.36.4-000000000000"),
         nodebuild.recipe(comps(etcd="v3.6.8"), "go1.26.8", "v1.36.4-e6fcb6ea904f"),
         nodebuild.recipe(comps(sources="f" * 64), "go1.26.8", "v1.36.4-e6fcb6ea904f"),
-        nodebuild.recipe(comps(k3s="v1.36.5+k3s1"), "go1.26.8", "v1.36.4-e6fcb6ea904f"),
+        nodebuild.recipe(comps(k3s="v1.33.5+k3s1"), "go1.26.8", "v1.36.4-e6fcb6ea904f"),
     ]
     assert len({key, *(nodebuild.recipe_key("v1.36.4", r) for r in changed)}) == 1 + len(changed)
 
@@ -188,3 +189,41 @@ def test_a_changed_versions_note_changes_the_key():
     edited = [c if c.name != "coredns" else nodebuild.Component(**{**c.__dict__, "note": "x"}) for c in base]
     keys = {nodebuild.recipe_key("v1.36.4", nodebuild.recipe(cs, "go1.26.8", "k")) for cs in (base, edited)}
     assert len(keys) == 2
+
+
+# The two places of Traefik v3.7.8's pkg/provider/acme/provider.go the build edits (excerpt).
+ACME_PROVIDER = """import (
+\t"fmt"
+\t"github.com/go-acme/lego/v5/challenge/dns01"
+\t"github.com/go-acme/lego/v5/providers/dns"
+)
+
+\t\tvar provider challenge.Provider
+\t\tprovider, err = dns.NewDNSChallengeProviderByName(p.DNSChallenge.Provider)
+\t\tif err != nil {
+"""
+
+
+def test_traefik_is_built_without_the_acme_dns_providers_and_says_so():
+    traefik = next(c for c in comps() if c.name == "traefik")
+    out = nodebuild.edited(ACME_PROVIDER, "pkg/provider/acme/provider.go", traefik.edits)
+    assert "providers/dns" not in out and "NewDNSChallengeProviderByName" not in out
+    assert "has no ACME DNS providers" in out and '"github.com/go-acme/lego/v5/challenge/dns01"' in out
+    assert nodebuild.edited("other", "pkg/other.go", traefik.edits) == "other"
+    assert traefik.in_module and traefik.nested[0] == "pkg/config/dynamic/ext"
+    assert (traefik.nested[1] / "go.mod").read_text().startswith("module github.com/traefik/traefik/dynamic/ext")
+    assert "ACME DNS" in traefik.note
+
+
+def test_a_changed_upstream_acme_provider_is_refused_by_name():
+    traefik = next(c for c in comps() if c.name == "traefik")
+    with pytest.raises(nodebuild.BuildError, match="providers/dns"):
+        nodebuild.edited(ACME_PROVIDER.replace("lego/v5", "lego/v6"), "pkg/provider/acme/provider.go", traefik.edits)
+
+
+def test_the_traefik_built_is_the_one_the_k3s_release_installs():
+    traefik = next(c for c in comps() if c.name == "traefik")
+    assert (traefik.version, traefik.k3s_carries) == ("v3.7.8", "v3.7.8")
+    assert traefik.xflags == {"github.com/traefik/traefik/v3/pkg/version.Version": "v3.7.8"}
+    with pytest.raises(nodebuild.BuildError, match="K3S_EMBEDDED"):
+        nodebuild.traefik_version("v1.30.0+k3s1")

@@ -175,11 +175,21 @@ def test_specs_for_leaves_out_missing_binaries_and_reads_versions(tmp_path):
     (tmp_path / "pause").write_bytes(b"p")
     (tmp_path / "versions.json").write_text(json.dumps({"coredns": {"version": "v1.14.6"}}))
     specs, missing = nodeimages.specs_for(tmp_path)
-    assert missing == ["coredns"]
+    assert missing == ["coredns", "traefik"]
     assert [s["role"] for s in specs] == ["pause", "litellm", "model_server", "redis"]
     (tmp_path / "coredns").write_bytes(b"c")
     specs, missing = nodeimages.specs_for(tmp_path)
-    assert missing == [] and nodeimages.refs_of(specs)["coredns"] == "localhost/aiinfra-lab/coredns:v1.14.6"
+    assert missing == ["traefik"] and nodeimages.refs_of(specs)["coredns"] == "localhost/aiinfra-lab/coredns:v1.14.6"
+
+
+def test_the_traefik_image_is_named_for_what_its_build_leaves_out(tmp_path):
+    (tmp_path / "traefik").write_bytes(b"t")
+    note = "built without the ACME DNS-challenge providers (refused)"
+    (tmp_path / "versions.json").write_text(json.dumps({"traefik": {"version": "v3.7.8", "note": note}}))
+    spec = next(s for s in nodeimages.specs_for(tmp_path)[0] if s["role"] == "traefik")
+    assert nodeimages.refs_of([spec])["traefik"] == "localhost/aiinfra-lab/traefik-no-acme-dns-no-webui:v3.7.8"
+    assert spec["entrypoint"] == ["/traefik"]
+    assert note in spec["labels"]["org.opencontainers.image.description"]
 
 
 def test_the_lab_inventory_names_the_images_this_recipe_builds(tmp_path):
