@@ -173,9 +173,10 @@ test: venv links ## Everything CI runs: lint, sanity, runtime, unit, gateway, li
 	  $(BIN)/python lab/diskuse.py after $$t; \
 	done
 
-bench: venv links kube-build test-tools $(LITELLM_VENV)/.installed ## Builds, live cluster, apply and verifier timings; lab converge; manifest render; gateway auth latency
+bench: venv links kube-build test-tools $(LITELLM_VENV)/.installed ## Builds, live cluster, apply and verifier timings; lab converge; edge latency; manifest render; gateway auth latency
 	$(BIN)/python benchmarks/live_cluster.py
 	$(BIN)/python benchmarks/lab_converge.py --nodes 3
+	@rc=0; $(BIN)/python benchmarks/edge_latency.py --fresh || rc=$$?; $(MAKE) --no-print-directory lab-down; exit $$rc
 	$(BIN)/python benchmarks/render_manifests.py
 	$(BIN)/python benchmarks/gateway_auth.py
 
