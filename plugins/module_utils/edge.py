@@ -43,6 +43,8 @@ def route_rule(host, prefix, paths=None):
     return rule
 
 
+HSTS_SECONDS = 31536000  # one year
+
 RATE_LIMIT_KEY = "Authorization"
 # The other request headers LiteLLM 1.110 takes a key from (litellm/types/proxy/auth/special_headers.py), read
 # before Authorization or without it: removed at the edge, so that the key the rate limit counts is the key
@@ -67,13 +69,15 @@ def rate_limit_redis(limits):
 
 
 def traefik_manifests(p):
-    """Middlewares, the HTTPS IngressRoute (rate limit, prefix strip, TLS) and the HTTP one that only redirects,
-    plus the HelmChartConfig that turns on JSON access logs of the bundled Traefik."""
+    """Middlewares, the TLSOption, the HTTPS IngressRoute (HSTS, rate limit, prefix strip, TLS) and the HTTP one
+    that only redirects the host's root, plus the HelmChartConfig that turns on JSON access logs of the bundled
+    Traefik."""
     p = plain(p)
     ns, name = p["namespace"], p["name"]
     labels = labels_for(name, "edge")
     rule = route_rule(p["host"], p["path_prefix"], None if p.get("expose_admin") else p["public_paths"])
     service = [{"name": p["service"], "port": int(p["service_port"])}]
+    hsts = int(p.get("hsts_seconds", HSTS_SECONDS))
 
     rate_limit = {
         "average": int(p["rate_average"]),
@@ -103,6 +107,10 @@ def traefik_manifests(p):
         middleware("key-header", {"headers": {"customRequestHeaders": {h: "" for h in OTHER_KEY_HEADERS}}}),
     ]
     chain = [{"name": "%s-key-header" % name}, {"name": "%s-rate-limit" % name}]
+    if hsts > 0:
+        # Browsers and clients that honour it never try plain HTTP for the host again (no key sent in clear).
+        out.append(middleware("hsts", {"headers": {"stsSeconds": hsts, "stsIncludeSubdomains": False}}))
+        chain.insert(0, {"name": "%s-hsts" % name})
     if p["path_prefix"] and p["path_prefix"] != "/":
         out.append(middleware("strip-prefix", {"stripPrefix": {"prefixes": [p["path_prefix"]]}}))
         chain.append({"name": "%s-strip-prefix" % name})
@@ -114,10 +122,23 @@ def traefik_manifests(p):
             "spec": {
                 "entryPoints": ["websecure"],
                 "routes": [{"match": rule, "kind": "Rule", "middlewares": chain, "services": service}],
-                "tls": {"secretName": p["tls_secret"]},
+                "tls": {"secretName": p["tls_secret"], "options": {"name": name + "-tls", "namespace": ns}},
             },
         }
     )
+    # TLS 1.2 at least; with sniStrict a handshake whose server name matches no certificate (an address, another
+    # name) is refused instead of answered with Traefik's default certificate.
+    out.append(
+        {
+            "apiVersion": TRAEFIK,
+            "kind": "TLSOption",
+            "metadata": {"name": name + "-tls", "namespace": ns, "labels": labels},
+            "spec": {"minVersion": "VersionTLS12", "sniStrict": bool(p.get("sni_strict", True))},
+        }
+    )
+    # Plain HTTP: only the host's root is redirected to HTTPS. The gateway's paths are not routed on `web`, so a
+    # client configured with http:// gets Traefik's 404 at once instead of a redirect it would follow after its
+    # key had already crossed the network in clear, and keeps failing until its URL is fixed.
     out.append(
         {
             "apiVersion": TRAEFIK,
@@ -127,7 +148,7 @@ def traefik_manifests(p):
                 "entryPoints": ["web"],
                 "routes": [
                     {
-                        "match": rule,
+                        "match": "Host(`%s`) && Path(`/`)" % p["host"],
                         "kind": "Rule",
                         "middlewares": [{"name": "%s-redirect-https" % name}],
                         "services": service,
@@ -244,8 +265,13 @@ def edge_problems(traefik, certs):
             "traefik_host is %r: set the DNS name clients use for the gateway (e.g. intranet.example.org)" % host
         )
     prefix = traefik.get("path_prefix") or ""
-    if prefix and (not prefix.startswith("/") or (prefix.endswith("/") and prefix != "/")):
-        problems.append("traefik_path_prefix is %r: start it with / and end it without / (e.g. /api/litellm)" % prefix)
+    # The prefix is written into Traefik's rule: only path segments of letters, digits and . _ ~ - (a backquote or
+    # a parenthesis could close the matcher and add one, e.g. a PathPrefix(`/`) that exposes the admin API).
+    if prefix and prefix != "/" and (not PATH.match(prefix) or any(seg in (".", "..") for seg in prefix.split("/"))):
+        problems.append(
+            "traefik_path_prefix is %r: write it as / or as path segments such as /api/litellm (letters, digits, "
+            ". _ ~ -; starting with /, no trailing /, no . or .. segment)" % (prefix,)
+        )
     try:
         average, burst = int(traefik.get("rate_average")), int(traefik.get("rate_burst"))
         if average < 1 or burst < average:
@@ -264,11 +290,14 @@ def edge_problems(traefik, certs):
             )
         else:
             for path in paths:
-                if not isinstance(path, str) or not PATH.match(path):
+                if not isinstance(path, str) or not PATH.match(path) or any(s in (".", "..") for s in path.split("/")):
                     problems.append(
                         "traefik_public_paths has %r: write each as an exact path such as /v1/chat/completions "
                         "(letters, digits, . _ ~ -, no trailing /)" % (path,)
                     )
+    hsts = traefik.get("hsts_seconds", HSTS_SECONDS)
+    if not isinstance(hsts, int) or isinstance(hsts, bool) or hsts < 0:
+        problems.append("traefik_hsts_seconds is %r: use a whole number of seconds, 0 to send no HSTS" % (hsts,))
     if not re.match(r"^[0-9]+(ms|s|m|h)$", str(traefik.get("rate_period"))):
         problems.append("traefik_rate_limit_period is %r: use a duration such as 1s or 1m" % traefik.get("rate_period"))
     if certs is not None:

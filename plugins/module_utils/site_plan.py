@@ -86,6 +86,7 @@ VARIABLES = (
     "traefik_rate_limit_average",
     "traefik_rate_limit_burst",
     "traefik_rate_limit_period",
+    "traefik_hsts_seconds",
     "cert_manager_enabled",
     "cert_manager_issuer_kind",
     "cert_manager_acme_email",
@@ -369,6 +370,8 @@ def setting_problems(values, models, secrets):
         traefik = {key: values.get("traefik_" + key) for key in ("host", "path_prefix", "public_paths", "expose_admin")}
         for key in ("average", "burst", "period"):
             traefik["rate_" + key] = values.get("traefik_rate_limit_" + key)
+        if values.get("traefik_hsts_seconds") is not None:
+            traefik["hsts_seconds"] = values.get("traefik_hsts_seconds")
         certs = None
         if _truthy(values.get("cert_manager_enabled")):
             certs = {

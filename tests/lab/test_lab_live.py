@@ -302,8 +302,9 @@ def node_address() -> str:
     return next(a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP")
 
 
-def edge(path: str, body=None, key: str | None = None, headers: dict | None = None, https: bool = True):
-    """(status, headers, text) of one request to the gateway host through the lab's Traefik, with the host's SNI."""
+def edge(path: str, body=None, key: str | None = None, headers: dict | None = None, https: bool = True, raw=False):
+    """(status, headers, text) of one request to the gateway host through the lab's Traefik, with the host's SNI;
+    path is under the gateway's prefix unless raw."""
     import http.client
     import socket
     import ssl
@@ -326,7 +327,10 @@ def edge(path: str, body=None, key: str | None = None, headers: dict | None = No
         sent["Authorization"] = "Bearer " + key
     try:
         conn.request(
-            "POST" if body else "GET", lab_var("traefik_path_prefix") + path, json.dumps(body) if body else None, sent
+            "POST" if body else "GET",
+            path if raw else lab_var("traefik_path_prefix") + path,
+            json.dumps(body) if body else None,
+            sent,
         )
         resp = conn.getresponse()
         return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read().decode()
@@ -356,6 +360,7 @@ def test_the_real_traefik_routes_https_through_the_gateway_to_a_model_server():
     assert status == 200, text
     assert json.loads(text)["choices"][0]["message"]["content"]
     assert headers.get("x-litellm-call-id") == rid  # the gateway took the client's request ID
+    assert headers.get("strict-transport-security") == "max-age=%s" % lab_var("traefik_hsts_seconds")
     logs = "".join(kubectl("logs", "-n", NAMESPACE, p["metadata"]["name"], check=False).stdout for p in pods_of("vllm"))
     assert f"x-request-id={rid}" in logs  # ... and a model server received it
     assert edge("/v1/chat/completions", chat)[0] == 401  # no key: the gateway refuses
@@ -367,9 +372,12 @@ def test_admin_paths_are_not_routed_at_the_edge(path):
     assert status == 404 and "x-litellm-call-id" not in headers, path  # Traefik answers: the gateway never sees it
 
 
-def test_http_is_redirected_to_https():
-    status, headers, _text = edge("/v1/models", https=False)
-    assert status in (301, 308) and headers["location"].startswith("https://" + lab_var("traefik_host"))
+def test_plain_http_redirects_the_root_and_refuses_the_gateways_paths():
+    status, headers, _text = edge("/", https=False, raw=True)
+    assert status in (301, 308) and headers["location"] == "https://%s/" % lab_var("traefik_host")
+    # a client configured with http:// fails at once (404), with no redirect to follow after its key went in clear
+    assert edge("/v1/models", key=master_key(), https=False)[0] == 404
+    assert edge("/v1/models", key=master_key())[0] == 200
 
 
 def test_past_the_burst_the_throttled_key_gets_429_while_another_key_is_served():

@@ -188,8 +188,11 @@ def test_edge_routes_have_tls_rate_limit_and_redirect(rendered):
     secure = [r for r in routes.values() if "websecure" in r["spec"]["entryPoints"]]
     assert secure, "the gateway is not exposed"
     host = {"example": "intranet.cris-mora-cv.es", "lab": "gateway.lab.aiinfra.test", "full": "llm.example.org"}[site]
+    options = {o["metadata"]["name"]: o["spec"] for o in of_kind(docs, "TLSOption")}
     for route in secure:
         assert route["spec"]["tls"]["secretName"] == "litellm-tls"
+        tls_options = options[route["spec"]["tls"]["options"]["name"]]
+        assert tls_options == {"minVersion": "VersionTLS12", "sniStrict": site != "lab"}  # the lab has no certificate
         (rule,) = route["spec"]["routes"]
         assert f"Host(`{host}`)" in rule["match"]
         specs = [middlewares[m["name"]] for m in rule["middlewares"]]
@@ -200,9 +203,10 @@ def test_edge_routes_have_tls_rate_limit_and_redirect(rendered):
             for d in of_kind(docs, "Service")
             if d["metadata"]["labels"].get("app.kubernetes.io/component") == "rate-limit-store"
         ]
+        average, burst = (5, 10) if site == "lab" else (100, 200)  # the lab's budget: tests/lab go past it
         limit = {
-            "average": 100,
-            "burst": 200,
+            "average": average,
+            "burst": burst,
             "period": "1s",
             "sourceCriterion": {"requestHeaderName": "Authorization"},
             "redis": {
@@ -211,6 +215,7 @@ def test_edge_routes_have_tls_rate_limit_and_redirect(rendered):
             },
         }
         assert {"rateLimit": limit} in specs
+        assert specs[0] == {"headers": {"stsSeconds": 31536000, "stsIncludeSubdomains": False}}  # HSTS, on every answer
         assert rule["services"] == [{"name": "litellm", "port": 4000}]
         prefix = "" if site == "full" else "/api/litellm"  # the notes' prefix, stripped before the gateway
         # Only the inference paths and liveness are routed (tests/gateway routes requests through this rule).
@@ -222,6 +227,9 @@ def test_edge_routes_have_tls_rate_limit_and_redirect(rendered):
     assert len(plain_http) == len(secure)
     for route in plain_http:
         (rule,) = route["spec"]["routes"]
+        # Only the host's root is redirected: the gateway's paths are not routed on plain HTTP (404, no redirect a
+        # client would follow after sending its key in clear).
+        assert rule["match"] == f"Host(`{host}`) && Path(`/`)"
         assert [middlewares[m["name"]] for m in rule["middlewares"]] == [
             {"redirectScheme": {"scheme": "https", "permanent": True}}
         ]
@@ -292,6 +300,12 @@ def test_middlewares_pass_the_pinned_traefik_crd(rendered):
         ({"host": "Bad_Host"}, None, "traefik_host is 'Bad_Host'"),
         ({"host": ""}, None, "traefik_host is ''"),
         ({"path_prefix": "api/"}, None, "traefik_path_prefix is 'api/'"),
+        # a crafted prefix would close the Path matcher and add a PathPrefix(`/`): the admin API exposed
+        ({"path_prefix": "/api`) || PathPrefix(`/"}, None, "traefik_path_prefix is '/api`) || PathPrefix(`/'"),
+        ({"path_prefix": "/api/../admin"}, None, "no . or .. segment"),
+        ({"path_prefix": "/api litellm"}, None, "traefik_path_prefix is '/api litellm'"),
+        ({"public_paths": ["/v1/../key/list"]}, None, "traefik_public_paths has '/v1/../key/list'"),
+        ({"hsts_seconds": -1}, None, "traefik_hsts_seconds is -1"),
         ({"rate_average": 100, "rate_burst": 50}, None, "at least as large"),
         ({"rate_period": "1 second"}, None, "traefik_rate_limit_period is '1 second'"),
         ({}, {"issuer_kind": "acme", "acme_email": ""}, "cert_manager_acme_email is not set"),
