@@ -441,7 +441,7 @@ def build_in_module(comp: Component, work: Path, out: Path) -> None:
     info = kubebuild.module_info(comp.module, comp.version)
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(info["Dir"], work)
-    for path in work.rglob("*"):
+    for path in [work, *work.rglob("*")]:
         path.chmod(path.stat().st_mode | 0o200)  # the module cache is read-only
     for file in sorted({e[0] for e in comp.edits}):
         target = work / file
@@ -452,6 +452,7 @@ def build_in_module(comp: Component, work: Path, out: Path) -> None:
         shutil.copytree(source, work / where)
     for name, package in comp.binaries.items():
         kubebuild.go(*build_args(comp, out, name, package), cwd=work)
+    shutil.rmtree(work)  # the copy of the module is only needed for the build
 
 
 def build_local(comp: Component, work: Path, out: Path) -> None:

@@ -208,7 +208,7 @@ def settings(config: dict, hostname: str) -> dict:
         "kcm_args": as_list(cfg.get("kube-controller-manager-arg")),
         "scheduler_args": as_list(cfg.get("kube-scheduler-arg")),
         "proxy_args": as_list(cfg.get("kube-proxy-arg")),
-        "disable": as_list(cfg.get("disable")),
+        "disable": [name.strip() for item in as_list(cfg.get("disable")) for name in item.split(",") if name.strip()],
         "unknown": sorted(set(cfg) - KNOWN_KEYS),
     }
 

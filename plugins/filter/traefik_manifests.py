@@ -7,9 +7,9 @@ name: traefik_manifests
 short_description: Build the gateway's Traefik routes
 version_added: 0.1.0
 description:
-  - Takes the traefik role's settings and returns the Middlewares (rate limit, prefix strip, HTTPS redirect),
-    the HTTPS IngressRoute matching the public paths only, the HTTP one that redirects, and the HelmChartConfig
-    of K3s's bundled Traefik.
+  - Takes the traefik role's settings and returns the Middlewares (HSTS, rate limit, prefix strip, HTTPS
+    redirect), the HTTPS IngressRoute matching the public paths only with its TLSOption, the HTTP one that only
+    redirects the host's root, and the HelmChartConfig of K3s's bundled Traefik.
 options:
   _input:
     description: The traefik role's settings.

@@ -3,8 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The edge: K3s's bundled Traefik (v3 in K3s v1.36, CRD group traefik.io/v1alpha1) routing the site's host and
 the gateway's public paths (inference and health only, unless the operator exposes the admin routes) to the
-gateway with TLS, a rate limit and an HTTP to HTTPS redirect; cert-manager (a K3s HelmChart) issuing the
-certificate from an ACME HTTP-01 or a private CA ClusterIssuer."""
+gateway with TLS (a TLSOption of its own), HSTS, a rate limit and an HTTP to HTTPS redirect of the host's root;
+cert-manager (a K3s HelmChart) issuing the certificate from an ACME HTTP-01 or a private CA ClusterIssuer."""
 
 import re
 
@@ -126,8 +126,10 @@ def traefik_manifests(p):
             },
         }
     )
-    # TLS 1.2 at least; with sniStrict a handshake whose server name matches no certificate (an address, another
-    # name) is refused instead of answered with Traefik's default certificate.
+    # TLS 1.2 at least for the gateway's host. Traefik applies a route's TLSOption to handshakes whose server name
+    # is the route's host; with sniStrict such a handshake is refused when the host's certificate is missing,
+    # instead of being answered with Traefik's default certificate. Other or no server names get Traefik's default
+    # TLS options (K3s's), which this route does not change.
     out.append(
         {
             "apiVersion": TRAEFIK,
@@ -296,7 +298,11 @@ def edge_problems(traefik, certs):
                         "(letters, digits, . _ ~ -, no trailing /)" % (path,)
                     )
     hsts = traefik.get("hsts_seconds", HSTS_SECONDS)
-    if not isinstance(hsts, int) or isinstance(hsts, bool) or hsts < 0:
+    try:
+        hsts_ok = not isinstance(hsts, bool) and int(hsts) >= 0
+    except (TypeError, ValueError):
+        hsts_ok = False
+    if not hsts_ok:
         problems.append("traefik_hsts_seconds is %r: use a whole number of seconds, 0 to send no HSTS" % (hsts,))
     if not re.match(r"^[0-9]+(ms|s|m|h)$", str(traefik.get("rate_period"))):
         problems.append("traefik_rate_limit_period is %r: use a duration such as 1s or 1m" % traefik.get("rate_period"))

@@ -351,12 +351,16 @@ def test_the_real_traefik_routes_https_through_the_gateway_to_a_model_server():
     wait_for("the lab's Traefik Ready", traefik_ready, timeout=120)
     chat = {"model": served_model(), "messages": [{"role": "user", "content": "hello"}], "max_tokens": 8}
     rid = f"edge-{uuid.uuid4().hex[:8]}"
+
     # the route may lag the pod's readiness by a provider sync: bounded retries on Traefik's own 404
-    status, headers, text = wait_for(
-        "the gateway route served",
-        lambda: (r := edge("/v1/chat/completions", chat, master_key(), {"X-Request-ID": rid}))[0] != 404 and r,
-        60,
-    )
+    def served():  # None while the NodePort, its endpoints or the route are still settling (bounded retries)
+        try:
+            answer = edge("/v1/chat/completions", chat, master_key(), {"X-Request-ID": rid})
+        except OSError:
+            return None
+        return answer if answer[0] != 404 else None
+
+    status, headers, text = wait_for("the gateway route served", served, 60)
     assert status == 200, text
     assert json.loads(text)["choices"][0]["message"]["content"]
     assert headers.get("x-litellm-call-id") == rid  # the gateway took the client's request ID

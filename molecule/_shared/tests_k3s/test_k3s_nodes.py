@@ -204,8 +204,14 @@ def test_serving_manifests_wait_on_the_first_server(host):
     ]
     assert set(kinds_in(host, "network-policies")) == {"NetworkPolicy"}
     assert kinds_in(host, "autoscaling") == ["Namespace", "HelmChart", "ScaledObject", "ScaledObject"]
-    # Rate limit, HTTPS redirect, the other key headers removed, prefix strip.
-    assert kinds_in(host, "traefik") == ["Middleware"] * 4 + ["IngressRoute"] * 2 + ["HelmChartConfig"]
+    # Rate limit, HTTPS redirect, the other key headers removed, HSTS, prefix strip; the HTTPS route, its TLSOption,
+    # the HTTP route that redirects the root.
+    assert kinds_in(host, "traefik") == ["Middleware"] * 5 + [
+        "IngressRoute",
+        "TLSOption",
+        "IngressRoute",
+        "HelmChartConfig",
+    ]
     assert kinds_in(host, "cert-manager") == (
         ["Namespace", "HelmChart", "ClusterIssuer", "Certificate", "ClusterIssuer", "Certificate"]
     )

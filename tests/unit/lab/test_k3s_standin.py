@@ -88,6 +88,7 @@ def test_settings_defaults_are_k3s_defaults_and_unknown_keys_are_listed():
     assert s["unknown"] == ["no-such-flag"]
     assert s["disable"] == []
     assert standin.settings({"disable": ["traefik", "servicelb"]}, "h")["disable"] == ["traefik", "servicelb"]
+    assert standin.settings({"disable": "traefik,servicelb"}, "h")["disable"] == ["traefik", "servicelb"]
 
 
 def test_cluster_dns_follows_the_service_network():
