@@ -253,7 +253,8 @@ def test_two_edges_share_one_budget_per_key_in_redis(redis, backend, tmp_path):
         assert calls.count("Bearer " + key) == LOW["rate_burst"]
         assert chat(urls[1], other) == 200 and chat(urls[0], other) == 200
         # Traefik's key: rate:<middleware>:<the Authorization value> (the edge names a middleware route-index).
-        assert redis_keys(redis, "rate:*" + key) == ["rate:%s-1:Bearer %s" % (route["metadata"]["name"], key)]
+        index = next(i for i, spec in enumerate(chain) if "rateLimit" in spec)
+        assert redis_keys(redis, "rate:*" + key) == ["rate:%s-%d:Bearer %s" % (route["metadata"]["name"], index, key)]
     print("key: %d served across %d edges, then %s" % (served, len(urls), statuses[served:]))
 
 
