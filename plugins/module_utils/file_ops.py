@@ -10,11 +10,35 @@ import os
 import tempfile
 
 
-def write_atomic(module, path, text):
-    """Write text (UTF-8) to a temporary file beside path, then move it over path in one step."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".aiinfra-")
+def octal_mode(mode):
+    """0o600 from "0600" or 0o600; None for no mode or a symbolic one (u=rw), which set_attributes applies later."""
+    if mode is None or isinstance(mode, int):
+        return mode
+    try:
+        return int(str(mode), 8)
+    except ValueError:
+        return None
+
+
+def write_atomic(module, path, text, mode=None):
+    """Write text (UTF-8) to a temporary file beside path, then move it over path in one step.
+
+    With mode (an int such as 0o600, or a string such as "0600"), the content is never readable under a looser
+    mode, not even for an instant: atomic_move gives a new file the umask's default mode (0644 under umask 022)
+    and a replaced file the mode of the file it replaces, so the target is first created empty (O_EXCL) or
+    tightened to mode, and the move then keeps that mode."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".aiinfra-")  # 0600
     with os.fdopen(fd, "wb") as handle:
         handle.write(text.encode("utf-8"))
+    mode = octal_mode(mode)
+    if mode is not None:
+        if os.path.islink(path):
+            os.unlink(path)
+        if os.path.exists(path):
+            if os.stat(path).st_mode & 0o7777 & ~mode:
+                os.chmod(path, os.stat(path).st_mode & 0o7777 & mode)
+        else:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 & mode))
     module.atomic_move(tmp, path)
 
 

@@ -111,7 +111,7 @@ def main():
         diff.append({"before_header": name, "after_header": name, "before": old or "", "after": new})
         if module.check_mode:
             continue
-        write_atomic(module, os.path.join(directory, name), new)
+        write_atomic(module, os.path.join(directory, name), new, p["mode"])
     for name in files:
         target = os.path.join(directory, name)
         if os.path.exists(target):

@@ -190,7 +190,7 @@ def main():
         for path in todo["directories"]:  # parents first; each gets its mode and owner below
             os.mkdir(path, 0o700)
         for path, (_old, new) in todo["write"].items():
-            write_atomic(module, path, new)
+            write_atomic(module, path, new, modes.get(path))
         for path, (old, target) in todo["links"].items():
             if old is not None or os.path.lexists(path):
                 os.unlink(path)
