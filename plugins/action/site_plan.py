@@ -10,7 +10,13 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.site_plan import SECRET_VARIABLES, VARIABLES, site_plan
+from ansible_collections.aiinfra.k3s.plugins.module_utils.models import store_path_error
+from ansible_collections.aiinfra.k3s.plugins.module_utils.site_plan import (
+    SECRET_VARIABLES,
+    STORE_PATH_VARIABLES,
+    VARIABLES,
+    site_plan,
+)
 
 ROLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "roles")
 WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf")
@@ -63,13 +69,15 @@ class ActionModule(ActionBase):
         gpu_nodes = {}
         for host in gpu_hosts:
             hv = hostvars[host]
-            gpu_nodes[host] = {name: hv[name] for name in GPU_HOST_VARIABLES if name in hv}
+            # The model store's paths too: the model_registry role copies with each GPU host's own values.
+            gpu_nodes[host] = {name: hv[name] for name in GPU_HOST_VARIABLES + STORE_PATH_VARIABLES if name in hv}
         seed_dir = values.get("model_registry_seed_dir") or ""
         weights = {}
         if seed_dir:
             seeded = set(values.get("model_registry_seed_models") or [])
             paths = [m.get("path") for m in values.get("vllm_models") or [] if isinstance(m, dict)]
-            weights = weight_bytes(seed_dir, [p for p in paths if p in seeded])
+            # Only paths inside the seed directory are measured (the plan refuses the others).
+            weights = weight_bytes(seed_dir, [p for p in paths if p in seeded and not store_path_error(p)])
         plan = site_plan(values, gpu_nodes, weights, secrets)
         result.update(changed=False, plan=plan)
         return result

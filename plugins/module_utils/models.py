@@ -60,3 +60,25 @@ def drain_timing(model):
     if grace is None:
         grace = as_int(shutdown, SHUTDOWN_TIMEOUT) + overhead
     return {"shutdown_timeout": shutdown, "termination_grace_period": grace}
+
+
+STORE_PATH_FIX = (
+    "write the model's directory relative to the model store and the seed directory, without '.' or '..' "
+    "segments, e.g. Qwen/Qwen2.5-7B-Instruct"
+)
+
+
+def store_path_error(path):
+    """Why a model path (a vllm_models path, a model_registry_seed_models or model_registry_preseeded entry) may not
+    be used, or None. Such a path is joined to the model store on the nodes and to the seed directory on the
+    controller, and the seed copy runs as root: an absolute path or a '..' segment would copy, check or serve
+    files outside them."""
+    if not isinstance(path, str) or not path.strip():
+        return "is %r, not a path" % (path,)
+    if path.startswith(("/", "~")):
+        return "is %r, an absolute path (or one starting with ~) where one relative to the model store is meant" % path
+    if any(ord(c) < 32 or ord(c) == 127 for c in path) or "\\" in path:
+        return "is %r: it has control characters or a backslash" % path
+    if any(part in (".", "..") for part in path.split("/")):
+        return "is %r: a '.' or '..' segment would leave the model's directory (or the store)" % path
+    return None

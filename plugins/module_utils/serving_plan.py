@@ -9,8 +9,10 @@ import math
 from ansible_collections.aiinfra.k3s.plugins.module_utils.models import (
     PRESTOP_SECONDS,
     SHUTDOWN_MARGIN,
+    STORE_PATH_FIX,
     as_int,
     filled,
+    store_path_error,
 )
 from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
     image_pinned,
@@ -262,10 +264,9 @@ def plan_findings(models, capacity, default_image, nim_models=(), store_paths=No
         wanted += work["gpus"] * work["replicas"]
         if not image_pinned(work["image"]):
             found.append("%s: image %r is not pinned: use an explicit version tag or a digest" % (name, work["image"]))
-        if work["path"] is not None and (
-            not work["path"] or work["path"].startswith("/") or ".." in work["path"].split("/")
-        ):
-            found.append("%s: model path %r must be relative to the model store, without '..'" % (name, work["path"]))
+        path_error = store_path_error(work["path"]) if work["path"] is not None else None
+        if path_error:
+            found.append("%s: model path %s: %s" % (name, path_error, STORE_PATH_FIX))
         elif store_paths is not None and work["path"] is not None and work["path"] not in store_paths:
             found.append(
                 "%s: model path %r is not in the model store (%s): seed it first"

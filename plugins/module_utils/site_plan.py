@@ -25,7 +25,10 @@ of the GPU hosts. It returns:
 - ``node_loss``: N-1 capacity: per model, its replicas and how many of them run on the GPUs left after the loss
   of the GPU node whose loss hurts it most (``after_node_loss``, ``worst_node``);
 - ``problems``: ``{code, severity, host, variable, problem, fix}`` (inventory_spec's shape): GPU_CLASS, GPU_COUNT,
-  GPU_MEMORY, MODEL, SERVING_PLAN, NODE_LOSS (warning), EDGE, GATEWAY, CONSUMER, AUTOSCALING, SECRET.
+  GPU_MEMORY, MODEL, MODEL_PATH, SERVING_PLAN, NODE_LOSS (warning), EDGE, GATEWAY, CONSUMER, AUTOSCALING, SECRET.
+
+``gpu_nodes`` may also carry a GPU host's own STORE_PATH_VARIABLES (where they differ from ``values``): the model
+store role copies and checks with each host's values, so each host's are checked, and named.
 
 Roles read the plan and their own variables; none reads another role's facts.
 """
@@ -34,7 +37,7 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils import consumers as co
 from ansible_collections.aiinfra.k3s.plugins.module_utils import edge, gateway, monitoring
 from ansible_collections.aiinfra.k3s.plugins.module_utils.autoscaling import autoscaling_problems, gpu_bounds
 from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import problem
-from ansible_collections.aiinfra.k3s.plugins.module_utils.models import as_int, filled
+from ansible_collections.aiinfra.k3s.plugins.module_utils.models import STORE_PATH_FIX, as_int, filled, store_path_error
 from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import dns_name
 from ansible_collections.aiinfra.k3s.plugins.module_utils.serving_plan import (
     capacity_findings,
@@ -103,6 +106,9 @@ SECRET_VARIABLES = (
 )
 
 SITE = "all"
+# Lists of model paths the model_registry role joins to the store on the GPU nodes and to the seed directory on the
+# controller (the seed copy runs as root).
+STORE_PATH_VARIABLES = ("model_registry_seed_models", "model_registry_preseeded")
 
 
 def _truthy(value):
@@ -478,6 +484,38 @@ def setting_problems(values, models, secrets):
     return out
 
 
+def model_path_problems(host, lists):
+    """MODEL_PATH errors of one host's lists of model paths ({variable: [path]}): absolute paths and paths with a
+    '.' or '..' segment (models.store_path_error)."""
+    out = []
+    for variable, paths in sorted(lists.items()):
+        if not isinstance(paths, list):
+            continue  # the argument-spec check names the type
+        for index, path in enumerate(paths):
+            why = store_path_error(path)
+            if why:
+                out.append(
+                    problem(
+                        "MODEL_PATH",
+                        host,
+                        variable,
+                        "%s[%d] %s (the seed copy runs as root)" % (variable, index, why),
+                        STORE_PATH_FIX,
+                    )
+                )
+    return out
+
+
+def store_path_problems(values, gpu_nodes=None):
+    """MODEL_PATH errors of the seed and preseeded model paths, from the site's values and from each GPU host's own
+    (gpu_nodes, where they differ), named with their host."""
+    out = model_path_problems(SITE, {k: values.get(k) for k in STORE_PATH_VARIABLES})
+    for host, hv in sorted((gpu_nodes or {}).items()):
+        own = {k: v for k, v in (hv or {}).items() if k in STORE_PATH_VARIABLES and v != values.get(k)}
+        out += model_path_problems(host, own)
+    return out
+
+
 def node_loss_problems(models, survival, node_count):
     """NODE_LOSS warnings: models that would have no replica anywhere after the loss of one GPU node."""
     out = []
@@ -531,6 +569,7 @@ def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True):
     ]
     vllm, nim = [m for m in vllm if m.get("served_name")], [m for m in nim if m.get("served_name")]
     models = vllm + nim
+    problems += store_path_problems(values, gpu_nodes)
     stored = list(values.get("model_registry_seed_models") or []) + list(values.get("model_registry_preseeded") or [])
     weights = {path: int(size) / 1073741824.0 for path, size in (weights_bytes or {}).items()}
     problems += [

@@ -106,3 +106,18 @@ def test_free_space_in_check_mode_is_read_where_the_store_will_be(tmp_path, min_
     assert (proc.returncode == 0) is ok, proc.stdout[-3000:]
     assert "GiB free on /dev/shm" in proc.stdout if ok else f"{store} is on /dev/shm with" in proc.stdout
     assert not store.exists()
+
+
+@pytest.mark.slow
+def test_a_seed_path_leaving_the_seed_directory_is_refused_before_the_host_is_touched(tmp_path):
+    """Issue 28, item 8: a '..' seed path would copy a controller directory outside the seed directory into a node
+    directory outside the store, as root. The role refuses it (the site plan does too) before creating the store."""
+    make_model(tmp_path / "src", MODEL)
+    (tmp_path / "src" / "secret").mkdir()
+    (tmp_path / "src" / "secret" / "SHA256SUMS").write_text("")
+    store = tmp_path / "store"
+    proc, _result = seed(tmp_path, tmp_path / "src", store, models=(MODEL, "../secret"))
+    assert proc.returncode != 0
+    assert "MODEL_PATH [gpu-1] model_registry_seed_models - model_registry_seed_models[1] is '../secret'" in proc.stdout
+    assert "fix - write the model's directory relative to the model store" in proc.stdout
+    assert not store.exists() and not (tmp_path / "secret").exists()

@@ -24,6 +24,8 @@ def test_site_plan(case):
     problems = [p for p in plan["problems"] if p["code"] != "NODE_LOSS" or "node_loss" in expect]
     found = sorted({(p["code"], p["variable"]) for p in problems})
     assert found == sorted(tuple(p) for p in expect.pop("problems")), problems
+    if "problem_hosts" in expect:
+        assert [p["host"] for p in problems] == expect.pop("problem_hosts"), problems
     for p in problems:
         assert p["severity"] == case.get("severity", "error") and p["host"] and p["problem"]
     for key, want in expect.items():

@@ -1,0 +1,42 @@
+"""plugins/module_utils/models.py: per-model defaults and the model paths the store accepts."""
+
+import pytest
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils import models
+
+# Issue 28, item 8: a model path is joined to the store on the nodes and to the seed directory on the controller.
+REFUSED = [
+    "",
+    "  ",
+    None,
+    3,
+    "/etc",
+    "/data/model-registry/org/m",
+    "~root/m",
+    "..",
+    "../x",
+    "org/../../x",
+    "org/..",
+    "./org/m",
+    "org/./m",
+    "org/m/.",
+    "org\\..\\x",
+    "org/m\n",
+    "org/m\x00",
+]
+ACCEPTED = ["org/m", "Qwen/Qwen2.5-7B-Instruct", "org/m.v2", "org/..m", "m..", "...", "org/m/", "a/b/c"]
+
+
+@pytest.mark.parametrize("path", REFUSED, ids=repr)
+def test_paths_outside_the_store_are_refused(path):
+    assert models.store_path_error(path)
+
+
+@pytest.mark.parametrize("path", ACCEPTED)
+def test_paths_inside_the_store_pass(path):
+    assert models.store_path_error(path) is None
+
+
+def test_filling_is_idempotent():
+    once = models.filled("vllm", [{"served_name": "m", "path": "p"}], "img:1")
+    assert models.filled("vllm", once, "other:2") == once
