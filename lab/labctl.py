@@ -113,7 +113,8 @@ def render_inventory(
 ) -> str:
     """YAML inventory of the lab nodes. Group names match inventories/lab/group_vars/all.yml.
 
-    secret_vars: the lab's random secrets (k3s_token, litellm_master_key), written as variables of all.
+    secret_vars: the lab's random secrets (k3s_token, k3s_agent_token, litellm_master_key, ...), written as
+    variables of all.
     """
     lines = [
         "---",
@@ -291,6 +292,7 @@ def ensure_key() -> Path:
 # The lab's random secrets: file name under STATE_DIR -> (inventory variable, how to make one).
 LAB_SECRETS = {
     "k3s-token": ("k3s_token", lambda: secrets.token_hex(32)),
+    "k3s-agent-token": ("k3s_agent_token", lambda: secrets.token_hex(32)),
     "litellm-master-key": ("litellm_master_key", lambda: "sk-" + secrets.token_hex(24)),
     "grafana-admin-password": ("monitoring_grafana_admin_password", lambda: secrets.token_urlsafe(24)),
 }

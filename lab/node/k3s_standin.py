@@ -85,8 +85,10 @@ def ca_hash_of(token: str) -> str | None:
     return None
 
 
-def full_token(ca_pem: bytes, cluster_token: str) -> str:
-    return f"K10{hashlib.sha256(ca_pem).hexdigest()}::server:{cluster_token.strip().rsplit(':', 1)[-1]}"
+def full_token(ca_pem: bytes, cluster_token: str, user: str = "server") -> str:
+    """K3s's secure form of a token: K10<sha256 of the CA PEM>::<user>:<secret> (user server, or node for the agent
+    token)."""
+    return f"K10{hashlib.sha256(ca_pem).hexdigest()}::{user}:{cluster_token.strip().rsplit(':', 1)[-1]}"
 
 
 def _b64url(data: bytes) -> str:
@@ -158,6 +160,8 @@ def split_labels(labels: list[str]) -> tuple[list[str], list[str]]:
 KNOWN_KEYS = {
     "token",
     "token-file",
+    "agent-token",
+    "agent-token-file",
     "server",
     "cluster-init",
     "node-ip",
@@ -190,6 +194,8 @@ def settings(config: dict, hostname: str) -> dict:
         "server": str(cfg.get("server") or ""),
         "token": str(cfg.get("token") or ""),
         "token_file": str(cfg.get("token-file") or ""),
+        "agent_token": str(cfg.get("agent-token") or ""),
+        "agent_token_file": str(cfg.get("agent-token-file") or ""),
         "node_ip": str(cfg.get("node-ip") or ""),
         "node_name": str(cfg.get("node-name") or hostname),
         "labels": as_list(cfg.get("node-label")),
@@ -447,6 +453,15 @@ def read_token(s: dict) -> str:
     raise SystemExit(f"{NAME}: no token or token-file in the configuration")
 
 
+def read_agent_token(s: dict) -> str:
+    """The server's agent token (agent-token or agent-token-file); K3s falls back to the server token."""
+    if s["agent_token"]:
+        return s["agent_token"]
+    if s["agent_token_file"]:
+        return Path(s["agent_token_file"]).read_text().strip()
+    return ""
+
+
 # ------------------------------------------------------------------ server: the control plane of this node
 
 
@@ -547,11 +562,33 @@ def kubectl(admin: Path, *args: str, stdin: str | None = None, check: bool = Tru
     )
 
 
-def bootstrap_objects(s: dict, ip: str, ca_pem: bytes, token: str) -> list[dict]:
-    """What K3s's supervisor does for joining nodes, in Kubernetes' own terms: a bootstrap token, the RBAC that
-    lets it request node client certificates (approved automatically), the signed cluster-info, and the rights
-    flannel and kube-proxy need under the node's identity."""
+def bootstrap_secret(token: str, what: str) -> dict:
     tid, tsec = bootstrap_token(token)
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "bootstrap.kubernetes.io/token",
+        "metadata": {
+            "name": f"bootstrap-token-{tid}",
+            "namespace": "kube-system",
+            "labels": {"aiinfra.k3s/lab-standin": "true"},
+        },
+        "stringData": {
+            "token-id": tid,
+            "token-secret": tsec,
+            "usage-bootstrap-authentication": "true",
+            "usage-bootstrap-signing": "true",
+            "auth-extra-groups": "system:bootstrappers:k3s",
+            "description": f"{NAME}: derived from the {what} for node joins",
+        },
+    }
+
+
+def bootstrap_objects(s: dict, ip: str, ca_pem: bytes, tokens: dict[str, str]) -> list[dict]:
+    """What K3s's supervisor does for joining nodes, in Kubernetes' own terms: a bootstrap token per join token
+    (tokens: {what: token}, the server token and, when set, the agent token: K3s accepts either from an agent),
+    the RBAC that lets it request node client certificates (approved automatically), the signed cluster-info, and
+    the rights flannel and kube-proxy need under the node's identity."""
     crb = "rbac.authorization.k8s.io/v1"
 
     def binding(name: str, role: str, group: str) -> dict:
@@ -564,24 +601,7 @@ def bootstrap_objects(s: dict, ip: str, ca_pem: bytes, token: str) -> list[dict]
         }
 
     return [
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "type": "bootstrap.kubernetes.io/token",
-            "metadata": {
-                "name": f"bootstrap-token-{tid}",
-                "namespace": "kube-system",
-                "labels": {"aiinfra.k3s/lab-standin": "true"},
-            },
-            "stringData": {
-                "token-id": tid,
-                "token-secret": tsec,
-                "usage-bootstrap-authentication": "true",
-                "usage-bootstrap-signing": "true",
-                "auth-extra-groups": "system:bootstrappers:k3s",
-                "description": f"{NAME}: derived from the cluster token for node joins",
-            },
-        },
+        *(bootstrap_secret(token, what) for what, token in tokens.items()),
         binding("aiinfra-lab:node-bootstrapper", "system:node-bootstrapper", "system:bootstrappers"),
         binding(
             "aiinfra-lab:node-autoapprove-bootstrap",
@@ -743,15 +763,17 @@ def server(s: dict, sup: Supervisor) -> None:
          "--bind-address", "127.0.0.1", "--leader-elect=false", "--v=1", *extra_args(s["scheduler_args"])],
     )  # fmt: skip
     ca_pem = ca.read_bytes()
-    objects = bootstrap_objects(s, ip, ca_pem, token)
+    agent_token = read_agent_token(s)
+    tokens = {"cluster token": token, **({"agent token": agent_token} if agent_token else {})}
+    objects = bootstrap_objects(s, ip, ca_pem, tokens)
     doc = "\n---\n".join(yaml.safe_dump(o, sort_keys=False) for o in objects)
     sup.wait_for(
         "bootstrap objects", lambda: kubectl(admin, "apply", "-f", "-", stdin=doc, check=False).returncode == 0
     )
-    # A changed cluster token must not leave the old one able to join nodes.
-    tid = bootstrap_token(token)[0]
+    # A changed cluster or agent token must not leave the old one able to join nodes.
+    keep = ",".join(f"metadata.name!=bootstrap-token-{bootstrap_token(t)[0]}" for t in tokens.values())
     kubectl(admin, "delete", "secret", "-n", "kube-system", "-l", "aiinfra.k3s/lab-standin=true",
-            "--field-selector", f"metadata.name!=bootstrap-token-{tid}", "--ignore-not-found", check=False)  # fmt: skip
+            "--field-selector", keep, "--ignore-not-found", check=False)  # fmt: skip
     # K3s writes its own manifests into the auto-deploy directory at start; its deploy controller applies that
     # directory (the collection's serving stage writes there too).
     AUTO_DEPLOY.mkdir(parents=True, exist_ok=True)
@@ -769,6 +791,12 @@ def server(s: dict, sup: Supervisor) -> None:
     write(Path("/etc/rancher/k3s/k3s.yaml"), admin_kubeconfig(local, ca_pem), int(s["kubeconfig_mode"], 8))
     write(SERVER / "token", full_token(ca_pem, token) + "\n", 0o600)
     write(SERVER / "node-token", full_token(ca_pem, token) + "\n", 0o600)
+    # K3s writes the agent token in its secure form (user node); without one, agent-token is the server token.
+    write(
+        SERVER / "agent-token",
+        full_token(ca_pem, agent_token or token, "node" if agent_token else "server") + "\n",
+        0o600,
+    )
     log(f"control plane up at https://{ip}:{API_PORT}")
     sd_notify("READY=1")
     agent(s, sup, server_url=local, ca_pem=ca_pem, admin=admin)

@@ -19,6 +19,7 @@ CLUSTER_VARS = (
     "k3s_cluster_cidr",
     "k3s_service_cidr",
     "k3s_token",
+    "k3s_agent_token",
     "k3s_version",
     "k3s_server_extra_config",
     "k3s_agent_extra_config",
@@ -200,6 +201,25 @@ def check_cluster(hosts, hostvars, defaults):
                     "k3s_token",
                     "no cluster token is set",
                     "set k3s_token (at least 32 characters) in a vault-encrypted group_vars file",
+                )
+            )
+        agent_token = hv.get("k3s_agent_token") or ""
+        if not agent_token:
+            problems.append(
+                problem(
+                    host,
+                    "k3s_agent_token",
+                    "no agent token is set: agents would have to hold the server token, which grants cluster-admin",
+                    "set k3s_agent_token (at least 32 characters, not k3s_token) in a vault-encrypted group_vars file",
+                )
+            )
+        elif agent_token == token:
+            problems.append(
+                problem(
+                    host,
+                    "k3s_agent_token",
+                    "the agent token is the server token: every agent would hold a cluster-admin credential",
+                    "generate a separate k3s_agent_token with `openssl rand -hex 32` and keep it in ansible-vault",
                 )
             )
         version = hv.get("k3s_version")

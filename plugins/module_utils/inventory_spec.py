@@ -236,7 +236,7 @@ FORMATS = (
     (r"^k3s_registration_address$", _format(address_error, "set the host name or IP address alone, e.g. 10.0.0.10")),
     (r"^k3s_node_ip$", _format(node_ip_error, "set the node's address on the cluster network")),
     (
-        r"^k3s_token$",
+        r"^k3s_(agent_)?token$",
         _format(secret_strength_error, "generate one with `openssl rand -hex 32` and keep it in ansible-vault"),
     ),
 )
@@ -281,6 +281,7 @@ def merge_specs(role_specs):
 
 
 def type_error(value, spec):
+    """Why value is not of the spec's type; a secret's value (no_log) is never quoted, only its Python type."""
     kind = spec.get("type", "str")
     if kind in ("raw", "any") or value is None:
         return None
@@ -295,6 +296,8 @@ def type_error(value, spec):
     }.get(kind, True)
     if ok:
         return None
+    if spec.get("no_log"):
+        return "is a %s, not %s" % (type(value).__name__, TYPE_NAMES.get(kind, kind))
     return "is %r (%s), not %s" % (value, type(value).__name__, TYPE_NAMES.get(kind, kind))
 
 

@@ -55,6 +55,8 @@ secrets-encryption-provider system-default-registry
 MANAGED_KEYS = {
     "token": "k3s_token",
     "token-file": "k3s_token",
+    "agent-token": "k3s_agent_token",
+    "agent-token-file": "k3s_agent_token",
     "server": "k3s_registration_address",
     "cluster-init": "the server group size (HA when it has 3, 5 or 7 members)",
     "node-ip": "k3s_node_ip",
@@ -70,6 +72,20 @@ MANAGED_KEYS = {
     "protect-kernel-defaults": "k3s_protect_kernel_defaults",
     "kubelet-arg": "k3s_kubelet_args",
 }
+
+
+# Flags whose value is a credential (a datastore endpoint may carry a password, vpn-auth a join key). A config.yaml
+# that sets one is written as a secret file: its text never appears in --diff or in the module's output.
+SECRET_FLAGS = frozenset(
+    """
+token agent-token etcd-s3-access-key etcd-s3-secret-key etcd-s3-session-token datastore-endpoint vpn-auth
+""".split()
+)
+
+
+def secret_keys(config):
+    """The keys of a config.yaml mapping whose values are credentials, sorted."""
+    return sorted(key for key in (config or {}) if key in SECRET_FLAGS)
 
 
 def known_flags(role):
@@ -141,7 +157,10 @@ def build_config(role, params):
 
     params: token_file, node_ip, labels (dict), taints (list), kubelet_args (list), protect_kernel_defaults,
     extra (dict); for servers also: first (bool), ha (bool), server_url, tls_san, cluster_cidr,
-    service_cidr, disable, flannel_backend, secrets_encryption; for agents: server_url.
+    service_cidr, disable, flannel_backend, secrets_encryption, agent_token_file; for agents: server_url.
+
+    Agents never get the server token: their token file holds the agent token (K3s's agent-token, user node),
+    which servers read from agent_token_file.
     """
     if role not in ("server", "agent"):
         raise ValueError("role must be server or agent, got %r" % role)
@@ -159,6 +178,8 @@ def build_config(role, params):
         config["service-cidr"] = params["service_cidr"]
         config["flannel-backend"] = params["flannel_backend"]
         config["secrets-encryption"] = as_bool(params.get("secrets_encryption"))
+        if params.get("agent_token_file"):
+            config["agent-token-file"] = params["agent_token_file"]
         if params.get("disable"):
             config["disable"] = list(params["disable"])
     else:

@@ -9,6 +9,7 @@ Run by `make lab-live` after `make lab`; every wait is bounded, traffic stays on
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import subprocess
@@ -74,6 +75,62 @@ def test_every_node_is_a_real_kubelet_with_containerd():
         assert info["containerRuntimeVersion"].startswith("containerd://2."), name
         assert "kwok.x-k8s.io/node" not in node["metadata"].get("annotations", {}), name
         assert node["spec"].get("podCIDR", "").startswith("10.42."), name
+
+
+def node_file(node: str, path: str) -> str:
+    return subprocess.run(["podman", "exec", node, "cat", path], env=ENV, capture_output=True, text=True, timeout=60,
+                          check=True).stdout  # fmt: skip
+
+
+def test_gpu_nodes_hold_only_the_agent_token_and_it_pins_the_cluster_ca():
+    """The k3s stage's tokens on running nodes: the servers hold the server and the agent token; every GPU node
+    holds only K3s's secure agent token, K10<sha256 of the first server's CA>::node:<agent token>, and no file of
+    its K3s or kubelet state contains the server token."""
+    nodes = lab_nodes()
+    first = next(name for name, role in nodes.items() if role == "server")
+    ca_hash = hashlib.sha256(node_file(first, "/var/lib/rancher/k3s/server/tls/server-ca.crt").encode()).hexdigest()
+    server_token = node_file(first, "/etc/rancher/k3s/cluster-token").strip()
+    agent_token = node_file(first, "/etc/rancher/k3s/agent-token").strip()
+    assert len(agent_token) >= 32 and agent_token != server_token
+    # What the running server made of its agent-token-file (K3s's own file, in the secure form).
+    assert node_file(first, "/var/lib/rancher/k3s/server/agent-token").strip() == f"K10{ca_hash}::node:{agent_token}"
+    gpu_nodes = [name for name, role in nodes.items() if role == "gpu"]
+    assert gpu_nodes
+    for node in gpu_nodes:
+        assert node_file(node, "/etc/rancher/k3s/cluster-token").strip() == f"K10{ca_hash}::node:{agent_token}"
+        found = subprocess.run(
+            ["podman", "exec", "-i", node, "grep", "-rlF", "-f", "-", "--exclude-dir=containerd", "--exclude-dir=images",
+             "/etc/rancher", "/etc/systemd/system", "/var/lib/rancher/k3s/agent", "/var/lib/kubelet/pki"],
+            input=server_token, env=ENV, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert found.returncode == 1 and not found.stdout, f"{node} holds the server token in {found.stdout.split()}"
+
+
+JOIN = """import glob, sys
+sys.path.insert(0, sorted(glob.glob("/var/lib/rancher/k3s/data/aiinfra-standin-*/k3s_standin.py"))[-1].rsplit("/", 1)[0])
+import k3s_standin
+k3s_standin.discover_ca(sys.argv[1], sys.stdin.read(), timeout=float(sys.argv[2]))
+"""
+
+
+@pytest.mark.parametrize("pinned", ["the cluster's CA", "another CA"])
+def test_a_join_trusts_the_server_only_when_its_ca_hashes_to_the_token(pinned):
+    """The join step (the stand-in's, as K3s's) on a GPU node against the running API server: with the token the
+    k3s stage wrote, the CA is trusted; with the same secret pinned to another CA's hash, the node refuses the
+    server before it sends anything (bounded: 8 s)."""
+    node = next(name for name, role in lab_nodes().items() if role == "gpu")
+    token = node_file(node, "/etc/rancher/k3s/cluster-token").strip()
+    if pinned == "another CA":
+        token = "K10" + hashlib.sha256(b"not the cluster CA").hexdigest() + "::" + token.split("::", 1)[1]
+    import yaml
+
+    server = yaml.safe_load(node_file(node, "/etc/rancher/k3s/config.yaml"))["server"]
+    proc = subprocess.run(["podman", "exec", "-i", node, "python3", "-c", JOIN, server, "8"], input=token, env=ENV,
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    if pinned == "another CA":
+        assert proc.returncode != 0 and "does not match the hash in the token" in proc.stderr, proc.stderr[-500:]
+    else:
+        assert proc.returncode == 0, proc.stderr[-500:]
 
 
 def test_gpu_nodes_advertise_the_inventorys_gpus_through_the_device_plugin_api():

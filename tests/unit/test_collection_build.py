@@ -46,6 +46,7 @@ DEVELOPMENT = (
 )
 SECRETS = {
     "k3s_token": "5d0b9e3a7c1f4e8b2a6d9c0f3e7b1a4d8c2f6e0b",
+    "k3s_agent_token": "a1c3e5f7b9d2a4c6e8f0b1d3a5c7e9f2b4d6a8c0",
     "litellm_master_key": "sk-8e2c5a9f1d7b3e6c0a4f8d2b5e9c1a7f3d6b",
     "monitoring_grafana_admin_password": "Vb4nM8qT2xL6rP0wK3sJ",
 }

@@ -11,6 +11,7 @@ import yaml
 INVENTORY = yaml.safe_load(Path(os.environ["MOLECULE_INVENTORY_FILE"]).read_text())
 AIRGAP = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "airgap"
 TOKEN = "7c1e9b4f0a3d6e8b2f5a9c0d4e7b1a3f6c8e0d2b"  # molecule/_shared/k3s_group_vars/all/k3s.yml
+AGENT_TOKEN = "2e8d4a6c0f1b3e5d7a9c2f4b6e8d0a1c3f5b7d9e"
 GPU_LABELS = {
     "ai-workload=true",
     "nvidia.com/gpu.deploy.gpu-feature-discovery=true",
@@ -79,10 +80,25 @@ def test_gpu_labels_and_taint_only_on_gpu_nodes(host):
         assert "node-taint" not in cfg
 
 
-def test_token_file_is_private(host):
-    f = host.file("/etc/rancher/k3s/cluster-token")
-    assert (f.user, f.group, f.mode) == ("root", "root", 0o600)
-    assert f.content_string.strip() == TOKEN
+def test_only_servers_hold_the_server_token_and_joins_wait_for_the_ca(host):
+    """K3s never runs here, so the first server has no CA: it gets the short server token (K3s makes the CA from
+    it); every node that joins gets no token at all (its token must pin the CA's hash) and is not started. The
+    lab (tests/lab) checks the secure tokens on nodes whose first server runs."""
+    name = name_of(host)
+    token, agent_token = host.file("/etc/rancher/k3s/cluster-token"), host.file("/etc/rancher/k3s/agent-token")
+    if name == SERVERS[0]:
+        assert (token.user, token.group, token.mode) == ("root", "root", 0o600)
+        assert token.content_string.strip() == TOKEN
+    else:
+        assert not token.exists
+    if name in SERVERS:
+        assert (agent_token.user, agent_token.mode) == ("root", 0o600)
+        assert agent_token.content_string.strip() == AGENT_TOKEN
+        assert config(host)["agent-token-file"] == "/etc/rancher/k3s/agent-token"
+    else:
+        assert not agent_token.exists
+        assert "agent-token-file" not in config(host)
+    assert TOKEN not in host.check_output("cat /etc/rancher/k3s/* 2>/dev/null || true") or name in SERVERS
 
 
 def test_registries_yaml(host):

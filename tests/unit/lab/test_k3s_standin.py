@@ -126,7 +126,7 @@ def test_containerd_config_restricts_oom_score_and_pins_the_sandbox():
 
 
 def test_bootstrap_objects_bind_the_token_groups():
-    objs = standin.bootstrap_objects(standin.settings({}, "n"), "10.0.0.1", b"PEM", "tok")
+    objs = standin.bootstrap_objects(standin.settings({}, "n"), "10.0.0.1", b"PEM", {"cluster token": "tok"})
     secret = next(o for o in objs if o["kind"] == "Secret")
     tid, tsec = standin.bootstrap_token("tok")
     assert secret["metadata"]["name"] == f"bootstrap-token-{tid}"
@@ -135,6 +135,23 @@ def test_bootstrap_objects_bind_the_token_groups():
     assert roles["system:certificates.k8s.io:certificatesigningrequests:nodeclient"] == "system:bootstrappers"
     assert roles["system:node-bootstrapper"] == "system:bootstrappers"
     assert roles["system:node-proxier"] == "system:nodes"
+
+
+def test_an_agent_token_gets_its_own_bootstrap_token_that_its_secure_form_derives():
+    tokens = {"cluster token": "s" * 40, "agent token": "a" * 40}
+    objs = standin.bootstrap_objects(standin.settings({}, "n"), "10.0.0.1", b"PEM", tokens)
+    names = {o["metadata"]["name"] for o in objs if o["kind"] == "Secret"}
+    agent_full = standin.full_token(b"PEM", "a" * 40, "node")
+    assert agent_full.startswith("K10" + hashlib.sha256(b"PEM").hexdigest() + "::node:")
+    assert names == {f"bootstrap-token-{standin.bootstrap_token(t)[0]}" for t in ("s" * 40, agent_full)}
+    assert standin.bootstrap_token(agent_full) != standin.bootstrap_token("s" * 40)
+
+
+def test_settings_read_the_agent_token_file(tmp_path):
+    (tmp_path / "agent").write_text("secret-agent-token\n")
+    s = standin.settings({"agent-token-file": str(tmp_path / "agent")}, "n")
+    assert standin.read_agent_token(s) == "secret-agent-token" and not s["unknown"]
+    assert standin.read_agent_token(standin.settings({}, "n")) == ""
 
 
 def test_encryption_config_keeps_identity_for_reading_old_data():

@@ -90,7 +90,7 @@ def test_render_inventory_is_yaml_with_the_three_groups():
 def test_lab_secrets_go_into_the_inventory_and_stay_private(tmp_path, monkeypatch):
     monkeypatch.setattr(labctl, "STATE_DIR", tmp_path)
     first = labctl.ensure_secrets()
-    assert set(first) == {"k3s_token", "litellm_master_key", "monitoring_grafana_admin_password"}
+    assert set(first) == {"k3s_token", "k3s_agent_token", "litellm_master_key", "monitoring_grafana_admin_password"}
     assert first["litellm_master_key"].startswith("sk-") and len(first["litellm_master_key"]) == 51
     assert labctl.ensure_secrets() == first  # made once, then reused
     assert all((tmp_path / f).stat().st_mode & 0o777 == 0o600 for f in labctl.LAB_SECRETS)

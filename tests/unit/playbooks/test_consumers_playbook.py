@@ -37,6 +37,7 @@ def test_keys_are_issued_once_beside_the_inventory_then_revoked(tmp_path):
     home.mkdir()
     group_vars = {
         "k3s_token": secrets.token_hex(24),
+        "k3s_agent_token": secrets.token_hex(24),
         "litellm_master_key": "sk-" + secrets.token_hex(24),
         "monitoring_grafana_admin_password": secrets.token_urlsafe(24),
         "vllm_models": [{"served_name": "m1", "path": "org/m1"}],

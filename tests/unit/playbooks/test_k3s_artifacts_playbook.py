@@ -19,6 +19,7 @@ def run_k3s(tmp_path, bundle):
     }
     all_vars = {
         "k3s_token": "0123456789abcdef0123456789abcdef-test",
+        "k3s_agent_token": "fedcba9876543210fedcba9876543210-agent",
         "k3s_install_mode": "airgap",
         "k3s_airgap_dir": str(bundle),
     }

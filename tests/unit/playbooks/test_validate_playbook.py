@@ -14,6 +14,7 @@ def run_validate(tmp_path, inventory, group_vars=None):
     # The default serving plan (the notes' model behind the gateway) unless a test overrides it.
     all_vars = {
         "k3s_token": "0123456789abcdef0123456789abcdef-test",
+        "k3s_agent_token": "fedcba9876543210fedcba9876543210-agent",
         "litellm_master_key": GATEWAY_KEY,
         "monitoring_grafana_admin_password": "Jq7vX2mL9cR4tW8zB5nK",
     }
@@ -176,6 +177,7 @@ SOUND = {
 }
 SECRETS = {
     "k3s_token": "0123456789abcdef0123456789abcdef-test",
+    "k3s_agent_token": "fedcba9876543210fedcba9876543210-agent",
     "litellm_master_key": GATEWAY_KEY,
     "monitoring_grafana_admin_password": "Jq7vX2mL9cR4tW8zB5nK",
 }

@@ -9,12 +9,14 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_check import
 
 ROLE_DEFAULTS = yaml.safe_load((ROOT / "roles" / "k3s" / "defaults" / "main.yml").read_text())
 VALID_TOKEN = "0123456789abcdef0123456789abcdef-test"
+VALID_AGENT_TOKEN = "fedcba9876543210fedcba9876543210-agent"
 CASES = load_cases("cluster_checks")
 
 
 def defaults_for(case):
     values = {k: v for k, v in ROLE_DEFAULTS.items() if not str(v).startswith("{{")}
     values["k3s_token"] = VALID_TOKEN
+    values["k3s_agent_token"] = VALID_AGENT_TOKEN
     values.update(case["vars"].get("all") or {})
     return values
 
@@ -36,7 +38,13 @@ def run_validate(tmp_path, case):
         hv = {"ansible_ssh_executable": "/bin/false", **case["vars"].get(host, {})}
         groups["k3s_servers" if role == "server" else "k3s_agents"]["hosts"][host] = hv
     # K3s checks only: no GPU Operator, model plan or gateway (their checks have their own tests).
-    all_vars = {"k3s_token": VALID_TOKEN, "vllm_models": [], "litellm_enabled": False, "gpu_operator_enabled": False}
+    all_vars = {
+        "k3s_token": VALID_TOKEN,
+        "k3s_agent_token": VALID_AGENT_TOKEN,
+        "vllm_models": [],
+        "litellm_enabled": False,
+        "gpu_operator_enabled": False,
+    }
     all_vars.update({"monitoring_enabled": False, "cert_manager_enabled": False, "autoscaling_engine": "none"})
     all_vars.update(case["vars"].get("all") or {})
     return run_playbook("validate.yml", write_inventory(tmp_path / "inv", {"all": {"children": groups}}, all_vars))

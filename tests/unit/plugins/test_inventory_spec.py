@@ -22,6 +22,18 @@ def test_spec_problems(case):
         assert (p["host"] and p["fix"] and p["variable"] in p["problem"]) or p["code"] == "SAME_MACHINE"
 
 
+@pytest.mark.parametrize(
+    "name, value",
+    [("k3s_token", ["s3cr3t-value-in-a-list"]), ("k3s_agent_token", {"k": "s3cr3t-value-in-a-map"}),
+     ("k3s_registries", ["s3cr3t-value-in-a-list"]), ("litellm_master_key", ["s3cr3t-value-in-a-list"])],
+)  # fmt: skip
+def test_a_secret_of_the_wrong_type_is_reported_without_its_value(name, value):
+    assert SPECS[name].get("no_log") is True
+    (problem,) = inventory_spec.spec_problems(SPECS, {"cp-1": {name: value}}, {"cp-1": [name]})
+    assert problem["code"] == "TYPE" and name in problem["problem"]
+    assert "s3cr3t" not in repr(problem), problem
+
+
 def test_a_misspelt_variable_names_the_known_one():
     (warning,) = inventory_spec.spec_problems(SPECS, {"cp-1": {}}, {"cp-1": ["k3s_verison"]})
     assert "k3s_version" in warning["problem"] and warning["fix"] == "rename k3s_verison to k3s_version"

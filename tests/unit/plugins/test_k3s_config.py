@@ -7,6 +7,7 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.k3s_config import (
     build_config,
     extra_config_problems,
     parse_taint,
+    secret_keys,
 )
 
 
@@ -67,3 +68,18 @@ def test_deprecated_gpu_operator_labels_get_the_operators_names():
         {"nvidia.com/gpu.deploy-dcgm": "false", "nvidia.com/gpu.deploy.dcgm": "true"}
     )
     assert labels == {"nvidia.com/gpu.deploy.dcgm": "true"}
+
+
+@pytest.mark.parametrize(
+    "extra, secret",
+    [
+        ({}, []),
+        ({"etcd-s3": True, "etcd-s3-bucket": "b"}, []),
+        ({"etcd-s3-access-key": "AK", "etcd-s3-secret-key": "SK"}, ["etcd-s3-access-key", "etcd-s3-secret-key"]),
+        ({"datastore-endpoint": "postgres://u:p@db:5432/k3s"}, ["datastore-endpoint"]),
+    ],
+)
+def test_a_config_with_a_credential_is_known_as_secret(extra, secret):
+    params = {"token_file": "/t", "cluster_cidr": "10.42.0.0/16", "service_cidr": "10.43.0.0/16",
+              "flannel_backend": "vxlan", "first": True, "extra": extra}  # fmt: skip
+    assert secret_keys(build_config("server", params)) == secret
