@@ -88,6 +88,44 @@ def test_a_vectoradd_that_cannot_run_fails_and_says_why(live, site):
     assert live.items("namespaces", "--field-selector", "metadata.name=aiinfra-gpu-verify") == []
 
 
+@pytest.mark.parametrize("namespace", ["live-verify-team", NAMESPACE])
+def test_vectoradd_neither_uses_nor_deletes_a_namespace_it_did_not_create(live, site, namespace):
+    """Issue 28, item 12: the check ran its Jobs in, then deleted, whatever namespace it was given. An existing
+    namespace without the check's labels, and the site's serving namespace, are refused and stay."""
+    created = namespace != NAMESPACE
+    if created:
+        live.kubectl("create", "namespace", namespace)
+    try:
+        proc, _result = run_playbook(
+            "gpu_allocation.yml",
+            site,
+            live,
+            extra=[
+                "-e",
+                f"gpu_verify_kubeconfig={live.kubeconfig}",
+                "-e",
+                f"gpu_verify_vectoradd_namespace={namespace}",
+                "-e",
+                "gpu_verify_vectoradd_timeout=5",
+                "-e",
+                json.dumps({"aiinfra_namespace": NAMESPACE}),  # the serving namespace, as the site was applied
+            ],
+        )
+        out = " ".join(proc.stdout.split())
+        assert proc.returncode != 0, out[-3000:]
+        why = (
+            f"namespace {namespace} exists and was not created by the vectorAdd check"
+            if created
+            else f"gpu_verify_vectoradd_namespace is {namespace}, a namespace of the site"
+        )
+        assert f"ERROR GPU_VERIFY [localhost] gpu_verify_vectoradd_namespace - {why}" in out, out[-3000:]
+        assert live.get("namespace", namespace)["status"]["phase"] == "Active"
+        assert live.items("jobs", "-n", namespace, "-l", "app.kubernetes.io/name=gpu-vectoradd") == []
+    finally:
+        if created:
+            live.kubectl("delete", "namespace", namespace, "--ignore-not-found", "--wait=false")
+
+
 def test_a_node_advertising_fewer_gpus_than_its_hardware_is_a_mismatch(live, site):
     # Runs before the faults below are planted. nvidia-smi would count two GPUs on gpu-3; its node advertises one.
     found = codes(analyse(live, dict(EXPECTED, **{"gpu-3": {"physical": 2}})))
