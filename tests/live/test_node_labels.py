@@ -109,7 +109,9 @@ def test_an_upgrade_that_skips_a_minor_version_is_refused_before_any_node(live, 
     for name in lab_nodes:
         live.kubectl("patch", "node", name, "--subresource=status", "--type=merge", "-p", json.dumps(old))
     sources = cluster.inventory_sources(LAB)
-    proc, result = run_playbook("upgrade.yml", sources[1], live, extra=sources[2:])
+    proc, result = run_playbook(
+        "upgrade.yml", sources[1], live, extra=[*sources[2:], "-e", "k3s_upgrade_confirm=yes-upgrade-k3s-on-lab"]
+    )
     text = " ".join((proc.stdout + proc.stderr).split())
     assert proc.returncode != 0, text[-3000:]
     assert "would skip 1.34, 1.35" in text, text[-3000:]

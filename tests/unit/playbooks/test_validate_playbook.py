@@ -190,10 +190,10 @@ SECRETS = {
         # --limit leaves the controller out: its plays would be skipped and the hosts reached unchecked.
         ("site.yml", ["--limit", "gx10-db4d"], "The inventory validation (validate.yml) did not run on the controller"),
         ("upgrade.yml", ["--limit", "gx10-db4d"], "The inventory validation (validate.yml) did not run"),
-        ("reset.yml", ["--limit", "gx10-db4d"], "Re-run with -e k3s_reset_confirm=yes-delete-k3s-and-all-its-data"),
+        ("reset.yml", ["--limit", "gx10-db4d"], "Re-run with -e k3s_reset_confirm=yes-reset-k3s-on-k3s"),
         ("drill.yml", ["--limit", "gx10-db4d"], "The drill (drill.yml runs on the controller) did not run"),
         # --tags that select no guard task: the guards are tagged always.
-        ("reset.yml", ["--tags", "k3s"], "Re-run with -e k3s_reset_confirm=yes-delete-k3s-and-all-its-data"),
+        ("reset.yml", ["--tags", "k3s"], "Re-run with -e k3s_reset_confirm=yes-reset-k3s-on-k3s"),
         ("reset.yml", ["--limit", "gamorcloud01", "--tags", "k3s"], "Re-run with -e k3s_reset_confirm"),
     ],
 )
