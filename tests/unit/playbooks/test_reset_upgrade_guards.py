@@ -6,9 +6,14 @@ The hosts are fake (ssh is /bin/false): the checks run on the controller, and wh
 task that reaches a host fails on the connection, which shows the task that would have run first."""
 
 import re
+import sqlite3
+import stat
+import subprocess
+import sys
 
 import pytest
-from conftest import run_playbook, write_inventory
+import yaml
+from conftest import ROOT, ansible_env, run_playbook, tool, write_inventory
 
 SERVERS = ("cp-1", "cp-2", "cp-3")
 PHRASE = "yes-reset-k3s-on-alpha"
@@ -175,3 +180,76 @@ def test_upgrade_refuses_without_the_phrase_before_contacting_anything(tmp_path,
     started = tasks_run(proc)
     assert "Require a reachable API server" not in started and not [t for t in started if "Drain" in t], started
     assert "unreachable=1" not in proc.stdout.split("PLAY RECAP")[-1]
+
+
+def run_snapshot(tmp_path, extra_config):
+    """roles/k3s/tasks/snapshot.yml for a 'server' that is this machine (local connection, no become), its K3s data
+    directory under tmp_path; returns the process."""
+    inv = write_inventory(
+        tmp_path / "snapinv",
+        {
+            "all": {
+                "hosts": {
+                    "cp-1": {
+                        "ansible_connection": "local",
+                        "ansible_become": False,
+                        "ansible_python_interpreter": sys.executable,
+                        "k3s_server_extra_config": extra_config,
+                    }
+                }
+            }
+        },
+        {"aiinfra_site": "alpha", "k3s_snapshot_dir": str(tmp_path / "copies")},
+    )
+    playbook = tmp_path / "snapshot.yml"
+    task = {
+        "ansible.builtin.include_role": {"name": "aiinfra.k3s.k3s", "tasks_from": "snapshot"},
+        "vars": {"k3s_snapshot_operation": "reset", "k3s_snapshot_host": "cp-1"},
+    }
+    playbook.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [task]}]))
+    return subprocess.run(
+        [tool("ansible-playbook"), str(playbook), "-i", str(inv)],
+        capture_output=True,
+        text=True,
+        env=ansible_env("default"),
+        cwd=ROOT,
+        timeout=180,
+        check=False,
+    )
+
+
+@pytest.mark.slow
+def test_a_sqlite_datastore_is_saved_copied_and_reported(tmp_path):
+    db = tmp_path / "k3s" / "server" / "db"
+    db.mkdir(parents=True)
+    with sqlite3.connect(db / "state.db") as conn:
+        conn.execute("CREATE TABLE kine (name TEXT)")
+        conn.execute("INSERT INTO kine VALUES ('/registry/secrets/ai-serving/gateway')")
+    proc = run_snapshot(tmp_path, {"data-dir": str(tmp_path / "k3s")})
+    text = " ".join(proc.stdout.split())
+    assert proc.returncode == 0, text[-3000:]
+    saved = list((db / "snapshots").glob("reset-alpha-cp-1-*.db"))
+    copies = list((tmp_path / "copies").glob("reset-alpha-cp-1-*.db"))
+    assert len(saved) == 1 and [c.name for c in copies] == [saved[0].name], (saved, copies)
+    assert stat.S_IMODE(copies[0].stat().st_mode) == 0o600
+    with sqlite3.connect(copies[0]) as conn:
+        assert conn.execute("SELECT name FROM kine").fetchall() == [("/registry/secrets/ai-serving/gateway",)]
+    assert f"sqlite snapshot {saved[0].name} on cp-1 ({saved[0]}), copied to the controller: {copies[0]}" in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("extra_config", "reason"),
+    [
+        ({}, "K3s never ran a server there"),
+        ({"datastore-endpoint": "postgres://db.example.org/k3s"}, "external datastore (datastore-endpoint)"),
+    ],
+    ids=["no-datastore", "external"],
+)
+def test_nothing_to_save_is_reported_with_the_reason(tmp_path, extra_config, reason):
+    extra_config = {"data-dir": str(tmp_path / "k3s"), **extra_config}
+    proc = run_snapshot(tmp_path, extra_config)
+    text = " ".join(proc.stdout.split())
+    assert proc.returncode == 0, text[-3000:]
+    assert "before reset: " in text and reason in text, text[-3000:]
+    assert not (tmp_path / "copies").exists()
