@@ -209,9 +209,8 @@ def gateway_manifests(routes, params):
         # A new routing table rolls the pods (K3s re-applies the file; the pods would keep the old config).
         "aiinfra.io/config-sha256": hashlib.sha256((config + hook).encode()).hexdigest(),
     }
-    if params.get("secret_sha256"):
-        # Same for a new master key: the digest of a random 32+ character key reveals nothing usable.
-        annotations["aiinfra.io/secret-sha256"] = params["secret_sha256"]
+    # A new master key or Redis password rolls the pods too, but through ROLLOUT_ANNOTATION (rollout_patches), set
+    # once the Secrets are applied: nothing derived from the key is written here.
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -310,10 +309,8 @@ def redis_manifests(params):
     }
     harden(pod, container, REDIS_UID, "64Mi")
     pod.update(placement(params))
-    # Redis reads its password at start only: a new one (a new master key, or litellm_redis_password) restarts it.
-    redis_annotations = {}
-    if params.get("secret_sha256"):
-        redis_annotations["aiinfra.io/secret-sha256"] = params["secret_sha256"]
+    # Redis reads its password at start only: a new one (a new master key, or litellm_redis_password) restarts it,
+    # through ROLLOUT_ANNOTATION (its config is a Secret volume, not optional: start_secrets counts it).
     return [
         {
             "apiVersion": "apps/v1",
@@ -324,7 +321,7 @@ def redis_manifests(params):
                 "revisionHistoryLimit": 3,
                 "selector": {"matchLabels": selector},
                 "strategy": {"type": "Recreate"},
-                "template": {"metadata": {"labels": labels, "annotations": redis_annotations}, "spec": pod},
+                "template": {"metadata": {"labels": labels}, "spec": pod},
             },
         },
         {
@@ -397,6 +394,69 @@ def gateway_secret(params, master_key):
             data["redis.conf"] = redis_config(password, limits["port"])
         out.append(secret(params["redis_secret_name"], params["namespace"], labels, data))
     return out
+
+
+# Rolling the pods when a Secret they read only at start changes (the master key, the Redis password; issue 28,
+# item 9). The pod template carries the resourceVersions of those Secrets as the API server returned them when they
+# were applied, not any function of their content: an unsalted digest of the key material in a Deployment (which far
+# more people may read than Secrets) let anyone who reads it test guesses of the key offline, and an HMAC would need
+# a second secret that no Deployment reader knows, stable across runs and controllers, which the site does not have.
+# A resourceVersion changes whenever the Secret is written with new content and stays the same when an apply changes
+# nothing (the API server drops no-op writes), so the pods roll on a new key and only then. It is set through the
+# API right after the Secrets (manifests role, tasks_from: rollout); a run that cannot reach the API (render.yml, or
+# K3s not answering yet) writes the Secrets with the rest and sets none: the pods that start read the current ones.
+ROLLOUT_ANNOTATION = "aiinfra.io/secret-versions"
+ROLLED_KINDS = ("Deployment", "StatefulSet", "DaemonSet")
+
+
+def start_secrets(pod_spec):
+    """Names of the Secrets a pod reads when it starts only: environment references and Secret volumes that are not
+    optional (an optional one, the consumers' file, is swapped in place by the kubelet and read at each request)."""
+    names = set()
+    for container in (pod_spec.get("initContainers") or []) + (pod_spec.get("containers") or []):
+        for env in container.get("env") or []:
+            ref = (env.get("valueFrom") or {}).get("secretKeyRef")
+            if ref:
+                names.add(ref["name"])
+        for source in container.get("envFrom") or []:
+            if source.get("secretRef"):
+                names.add(source["secretRef"]["name"])
+    for volume in pod_spec.get("volumes") or []:
+        ref = volume.get("secret")
+        if ref and not ref.get("optional"):
+            names.add(ref["secretName"])
+    return names
+
+
+def rollout_patches(objects, applied):
+    """Merge patches giving each workload of `objects` whose pods read Secrets at start (start_secrets) the
+    resourceVersions of those Secrets (ROLLOUT_ANNOTATION, ``name=version`` sorted by name). applied: the metadata
+    of the Secrets as the API server returned them after applying them ({name, namespace, resourceVersion}). A
+    workload none of whose Secrets was applied gets no patch."""
+    versions = {
+        (m.get("namespace"), m.get("name")): str(m.get("resourceVersion"))
+        for m in applied or []
+        if m.get("resourceVersion")
+    }
+    patches = []
+    for obj in objects or []:
+        if obj.get("kind") not in ROLLED_KINDS:
+            continue
+        namespace = obj["metadata"].get("namespace")
+        spec = obj["spec"]["template"].get("spec") or {}
+        known = sorted(n for n in start_secrets(spec) if (namespace, n) in versions)
+        if not known:
+            continue
+        value = ",".join("%s=%s" % (name, versions[(namespace, name)]) for name in known)
+        patches.append(
+            {
+                "apiVersion": obj["apiVersion"],
+                "kind": obj["kind"],
+                "metadata": {"name": obj["metadata"]["name"], "namespace": namespace},
+                "spec": {"template": {"metadata": {"annotations": {ROLLOUT_ANNOTATION: value}}}},
+            }
+        )
+    return patches
 
 
 def master_key_problems(key):

@@ -2,6 +2,7 @@
 the real scheduler and controllers made of them. Simulated: kwok plays the kubelets, so "Running" means
 scheduled and admitted, not a container that ran; no image is pulled and no GPU exists."""
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -217,3 +218,57 @@ def test_the_serving_namespace_enforces_restricted_and_every_pod_was_admitted(li
     }
     proc = live.kubectl("apply", "--dry-run=server", "-f", "-", stdin=json.dumps(root), check=False)
     assert proc.returncode != 0 and "violates PodSecurity" in proc.stderr, proc.stderr
+
+
+def test_a_new_master_key_rolls_the_gateway_without_a_digest_of_the_key(live, applied, tmp_path_factory):
+    """Issue 28, item 9: the gateway's pod template carried sha256(master key:Redis password), which anyone who may
+    read Deployments could test guesses against. It now carries the resourceVersions of the Secrets (set after they
+    are applied): unchanged on a second apply (test_a_second_apply_changes_nothing), new with a new key, so the
+    gateway and its Redis roll."""
+    site = applied[0]
+    if site["id"] != "three-gpu-nodes":
+        pytest.skip("one site is enough")
+    ns = site["namespace"]
+
+    def annotations(name):
+        return live.get("deployment", "-n", ns, name)["spec"]["template"]["metadata"].get("annotations") or {}
+
+    def versions():
+        return {
+            n: live.get("secret", "-n", ns, n)["metadata"]["resourceVersion"]
+            for n in ("litellm-master-key", "litellm-redis")
+        }
+
+    before, redis_before = annotations("litellm-ha"), annotations("litellm-ha-redis")
+    rv = versions()
+    assert before["aiinfra.io/secret-versions"] == "litellm-master-key=%s,litellm-redis=%s" % (
+        rv["litellm-master-key"],
+        rv["litellm-redis"],
+    )
+    assert redis_before["aiinfra.io/secret-versions"] == "litellm-redis=%s" % rv["litellm-redis"]
+    assert "aiinfra.io/secret-sha256" not in before and "aiinfra.io/secret-sha256" not in redis_before
+    text = json.dumps(live.get("deployment", "-n", ns, "litellm-ha"))
+    assert (
+        SECRETS["litellm_master_key"] not in text
+        and hashlib.sha256(SECRETS["litellm_master_key"].encode()).hexdigest() not in text
+    )
+
+    sources = site_inventory(site, tmp_path_factory)
+    base = ["-e", f"manifests_kubeconfig={live.kubeconfig}", "-e", "manifests_rollout_timeout=120"]
+    rotated = dict(SECRETS, litellm_master_key="sk-5d2a8f1c7e4b9a0d3f6c8e1b4a7d0f2c9e5b")
+    try:
+        extra = [*sources[2:], "-e", json.dumps({**rotated, "aiinfra_namespace": ns}), *base]
+        proc, _result = run_playbook("apply.yml", sources[1], live, extra=extra)
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        after, redis_after = annotations("litellm-ha"), annotations("litellm-ha-redis")
+        assert after["aiinfra.io/secret-versions"] != before["aiinfra.io/secret-versions"]
+        assert redis_after["aiinfra.io/secret-versions"] != redis_before["aiinfra.io/secret-versions"]
+        rv = versions()
+        assert after["aiinfra.io/secret-versions"] == "litellm-master-key=%s,litellm-redis=%s" % (
+            rv["litellm-master-key"],
+            rv["litellm-redis"],
+        )
+    finally:  # the next tests expect the site as applied
+        extra = [*sources[2:], "-e", json.dumps({**SECRETS, "aiinfra_namespace": ns}), *base]
+        proc, _result = run_playbook("apply.yml", sources[1], live, extra=extra)
+        assert proc.returncode == 0, proc.stdout[-3000:]

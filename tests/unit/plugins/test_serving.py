@@ -818,13 +818,18 @@ def test_secrets_are_rendered_only_on_request_and_never_printed(rendered):
         if path != secrets_file:
             assert GATEWAY_KEY not in path.read_text() and NGC_KEY not in path.read_text()
     (dep,) = [d for d in workloads(docs) if d["metadata"]["name"] == "litellm-ha"]
-    # A new master key (or Redis password) rolls the gateway pods and restarts the Redis, which reads its password
-    # at start only; the Redis password (derived from the master key here) is in its Secret, nowhere else.
-    digest = hashlib.sha256((GATEWAY_KEY + ":").encode()).hexdigest()
-    assert dep["spec"]["template"]["metadata"]["annotations"]["aiinfra.io/secret-sha256"] == digest
+    # Issue 28, item 9: no function of the key material in the workloads (they carried sha256(key:Redis password),
+    # which anyone who may read Deployments could test guesses against); a new key rolls them through the Secrets'
+    # resourceVersions (test_a_new_key_rolls_the_gateway_and_its_redis). The Redis password (derived from the master
+    # key here) is in its Secret, nowhere else.
     (redis,) = [d for d in workloads(docs) if d["metadata"]["name"] == "litellm-ha-redis"]
-    assert redis["spec"]["template"]["metadata"]["annotations"]["aiinfra.io/secret-sha256"] == digest
     password = secrets["litellm-redis"]["stringData"]["password"]
+    material = [GATEWAY_KEY, password, GATEWAY_KEY + ":", GATEWAY_KEY + ":" + password]
+    digests = {hashlib.sha256(m.encode()).hexdigest() for m in material}
+    for workload in (dep, redis):
+        text = json.dumps(workload)
+        assert "aiinfra.io/secret-sha256" not in text
+        assert not [d for d in digests if d in text] and GATEWAY_KEY not in text and password not in text
     assert "requirepass %s\n" % password in secrets["litellm-redis"]["stringData"]["redis.conf"]
     for path in out.glob("*.yaml"):
         if path != secrets_file:
@@ -1237,3 +1242,56 @@ def test_rendered_manifests_match_the_golden_files(rendered):
                 want.splitlines(), got.splitlines(), f"golden/{site}/{name}", "rendered", lineterm=""
             )
             pytest.fail("\n".join(list(diff)[:80]))
+
+
+def gateway_objects(**params):
+    base = yaml.safe_load((ROOT / "roles" / "litellm" / "defaults" / "main.yml").read_text())
+    settings = {k.removeprefix("litellm_"): v for k, v in base.items() if k.startswith("litellm_")}
+    limits = {"store": "redis", "deploy": True, "name": "litellm-ha-redis", "host": "h", "port": 6379}
+    settings.update(namespace="ai", consumers=[], limits=limits, prices={}, edge_namespace="", autoscaled=False)
+    settings.update(params)
+    routes = [{"model": "m1", "service": "vllm-m1", "namespace": "ai", "port": 8000, "component": "vllm"}]
+    return gw.gateway_manifests(routes, settings)
+
+
+def applied_secrets(master, redis, consumers="7"):
+    return [
+        {"name": "litellm-master-key", "namespace": "ai", "resourceVersion": master},
+        {"name": "litellm-redis", "namespace": "ai", "resourceVersion": redis},
+        {"name": "litellm-consumers", "namespace": "ai", "resourceVersion": consumers},
+        {"name": "litellm-redis", "namespace": "edge", "resourceVersion": "99"},
+    ]
+
+
+def test_a_new_key_rolls_the_gateway_and_its_redis():
+    """Issue 28, item 9: the pods roll on the resourceVersions of the Secrets they read at start, which the API
+    server changes when a Secret is written with new content (a new master key or Redis password) and only then."""
+    from ansible_collections.aiinfra.k3s.plugins.filter.secret_rollout_patches import secret_rollout_patches
+
+    objects = gateway_objects()
+    patches = {p["metadata"]["name"]: p for p in secret_rollout_patches(objects, applied_secrets("10", "11"))}
+    assert sorted(patches) == ["litellm-ha", "litellm-ha-redis"]
+
+    def value(patches, name):
+        assert patches[name]["kind"] == "Deployment" and patches[name]["metadata"]["namespace"] == "ai"
+        return patches[name]["spec"]["template"]["metadata"]["annotations"]["aiinfra.io/secret-versions"]
+
+    # The gateway reads the master key and the Redis password at start; the Redis its config (a Secret volume).
+    # The consumers' file (an optional volume, swapped in place and read at each request) rolls nothing.
+    assert value(patches, "litellm-ha") == "litellm-master-key=10,litellm-redis=11"
+    assert value(patches, "litellm-ha-redis") == "litellm-redis=11"
+    same = {p["metadata"]["name"]: p for p in secret_rollout_patches(objects, applied_secrets("10", "11", "8"))}
+    assert same == patches  # nothing the pods read at start changed: the same patch, no rollout
+    rotated = {p["metadata"]["name"]: p for p in secret_rollout_patches(objects, applied_secrets("12", "13"))}
+    assert value(rotated, "litellm-ha") != value(patches, "litellm-ha")
+    assert value(rotated, "litellm-ha-redis") != value(patches, "litellm-ha-redis")
+    # Nothing applied through the API (render.yml, K3s not answering): no patch.
+    assert secret_rollout_patches(objects, []) == []
+
+
+def test_an_external_redis_rolls_the_gateway_only():
+    limits = {"store": "redis", "deploy": False, "name": "", "host": "redis.example.org", "port": 6379}
+    patches = gw.rollout_patches(gateway_objects(limits=limits), applied_secrets("10", "11"))
+    assert [(p["metadata"]["name"], p["spec"]["template"]["metadata"]["annotations"]) for p in patches] == [
+        ("litellm-ha", {"aiinfra.io/secret-versions": "litellm-master-key=10,litellm-redis=11"})
+    ]
