@@ -1,6 +1,7 @@
 """model_registry's seeding, run for real on this machine (local connection): verified copy, idempotent
 re-run, and a tampered source refused before anything is copied."""
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -113,8 +114,11 @@ def test_a_seed_path_leaving_the_seed_directory_is_refused_before_the_host_is_to
     """Issue 28, item 8: a '..' seed path would copy a controller directory outside the seed directory into a node
     directory outside the store, as root. The role refuses it (the site plan does too) before creating the store."""
     make_model(tmp_path / "src", MODEL)
-    (tmp_path / "src" / "secret").mkdir()
-    (tmp_path / "src" / "secret" / "SHA256SUMS").write_text("")
+    outside = tmp_path / "src" / "secret"  # beside the seed directory, with checksums that match
+    outside.mkdir()
+    (outside / "id_ed25519").write_text("not a model\n")
+    digest = hashlib.sha256(b"not a model\n").hexdigest()
+    (outside / "SHA256SUMS").write_text(f"{digest}  id_ed25519\n")
     store = tmp_path / "store"
     proc, _result = seed(tmp_path, tmp_path / "src", store, models=(MODEL, "../secret"))
     assert proc.returncode != 0
