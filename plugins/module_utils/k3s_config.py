@@ -88,6 +88,23 @@ def secret_keys(config):
     return sorted(key for key in (config or {}) if key in SECRET_FLAGS)
 
 
+# Flags of kube-apiserver the k3s role sets from its own variables (Pod Security admission and audit): the free-form
+# kube-apiserver-arg may add others, not set these.
+MANAGED_APISERVER_FLAGS = {
+    "admission-control-config-file": "k3s_pod_security_default / k3s_pod_security_exempt_namespaces",
+    "audit-policy-file": "the role's audit policy (roles/k3s/files/audit-policy.yaml)",
+    "audit-log-path": "the role (/var/lib/rancher/k3s/server/logs/audit.log)",
+    "audit-log-maxage": "k3s_audit_log_maxage",
+    "audit-log-maxbackup": "k3s_audit_log_maxbackup",
+    "audit-log-maxsize": "k3s_audit_log_maxsize",
+}
+
+
+def arg_name(arg):
+    """'audit-log-maxage' from 'audit-log-maxage=30' or '--audit-log-maxage=30'."""
+    return str(arg).lstrip("-").split("=", 1)[0]
+
+
 def known_flags(role):
     return AGENT_FLAGS | SERVER_FLAGS if role == "server" else AGENT_FLAGS | AGENT_ONLY_FLAGS
 
@@ -111,6 +128,16 @@ def extra_config_problems(role, extra):
             problems.append(
                 (key, "'%s' is managed by %s; set that instead of the free-form map" % (key, MANAGED_KEYS[key]))
             )
+        elif key == "kube-apiserver-arg":
+            values = extra[key] if isinstance(extra[key], list) else [extra[key]]
+            for name in sorted({arg_name(v) for v in values} & set(MANAGED_APISERVER_FLAGS)):
+                problems.append(
+                    (
+                        key,
+                        "'%s: %s' is managed by %s; set that instead of the free-form map"
+                        % (key, name, MANAGED_APISERVER_FLAGS[name]),
+                    )
+                )
     return problems
 
 
@@ -157,7 +184,9 @@ def build_config(role, params):
 
     params: token_file, node_ip, labels (dict), taints (list), kubelet_args (list), protect_kernel_defaults,
     extra (dict); for servers also: first (bool), ha (bool), server_url, tls_san, cluster_cidr,
-    service_cidr, disable, flannel_backend, secrets_encryption, agent_token_file; for agents: server_url.
+    service_cidr, disable, flannel_backend, secrets_encryption, agent_token_file, apiserver_args and
+    controller_manager_args (the hardening the role manages, before the free-form map's own args of the same flag);
+    for agents: server_url.
 
     Agents never get the server token: their token file holds the agent token (K3s's agent-token, user node),
     which servers read from agent_token_file.
@@ -194,7 +223,18 @@ def build_config(role, params):
     bad = [problem[0] for problem in extra_config_problems(role, params.get("extra"))]
     if bad:
         raise ValueError("free-form K3s config has keys that cannot be used: %s" % ", ".join(bad))
-    config.update(params.get("extra") or {})
+    extra = dict(params.get("extra") or {})
+    if role == "server":
+        for key, managed in (
+            ("kube-apiserver-arg", "apiserver_args"),
+            ("kube-controller-manager-arg", "controller_manager_args"),
+        ):
+            own = list(params.get(managed) or [])
+            more = extra.pop(key, [])
+            args = own + (list(more) if isinstance(more, list) else [more])
+            if args:
+                config[key] = args
+    config.update(extra)
     return config
 
 

@@ -89,15 +89,17 @@ def test_gpu_nodes_hold_only_the_agent_token_and_it_pins_the_cluster_ca():
     nodes = lab_nodes()
     first = next(name for name, role in nodes.items() if role == "server")
     ca_hash = hashlib.sha256(node_file(first, "/var/lib/rancher/k3s/server/tls/server-ca.crt").encode()).hexdigest()
-    server_token = node_file(first, "/etc/rancher/k3s/cluster-token").strip()
-    agent_token = node_file(first, "/etc/rancher/k3s/agent-token").strip()
+    server_token = node_file(first, "/etc/rancher/k3s/cluster-token")
+    agent_token = node_file(first, "/etc/rancher/k3s/agent-token")
+    # The vault's value alone (K3s would take any other character, a literal backslash-n say, as part of the secret).
+    assert agent_token.isalnum() and server_token.isalnum()
     assert len(agent_token) >= 32 and agent_token != server_token
     # What the running server made of its agent-token-file (K3s's own file, in the secure form).
     assert node_file(first, "/var/lib/rancher/k3s/server/agent-token").strip() == f"K10{ca_hash}::node:{agent_token}"
     gpu_nodes = [name for name, role in nodes.items() if role == "gpu"]
     assert gpu_nodes
     for node in gpu_nodes:
-        assert node_file(node, "/etc/rancher/k3s/cluster-token").strip() == f"K10{ca_hash}::node:{agent_token}"
+        assert node_file(node, "/etc/rancher/k3s/cluster-token") == f"K10{ca_hash}::node:{agent_token}"
         found = subprocess.run(
             ["podman", "exec", "-i", node, "grep", "-rlF", "-f", "-", "--exclude-dir=containerd", "--exclude-dir=images",
              "/etc/rancher", "/etc/systemd/system", "/var/lib/rancher/k3s/agent", "/var/lib/kubelet/pki"],
@@ -167,6 +169,47 @@ def test_a_root_pod_is_refused_by_pod_security():
     proc = kubectl("create", "-f", "-", stdin=json.dumps(pod), check=False)
     assert proc.returncode != 0
     assert "violates PodSecurity" in proc.stderr and "restricted" in proc.stderr
+
+
+def test_a_namespace_without_labels_gets_the_sites_pod_security_default_and_kube_system_is_exempt():
+    """The k3s stage's admission configuration on the running API server (K3s's kube-apiserver-arg, passed on by the
+    stand-in): a root pod is refused in a namespace nobody labelled, and admitted (server-side dry run) in
+    kube-system, which the configuration exempts."""
+    ns = f"aiinfra-lab-psa-{uuid.uuid4().hex[:6]}"
+    kubectl("create", "namespace", ns)
+    try:
+        assert "pod-security.kubernetes.io/enforce" not in get("namespace", ns)["metadata"].get("labels", {})
+        for where, refused in ((ns, True), ("kube-system", False)):
+            pod = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "aiinfra-lab-root-probe", "namespace": where},
+                "spec": {
+                    "containers": [{"name": "c", "image": image_of("litellm"), "securityContext": {"runAsUser": 0}}]
+                },
+            }
+            proc = kubectl("create", "--dry-run=server", "-f", "-", stdin=json.dumps(pod), check=False)
+            if refused:
+                assert proc.returncode != 0 and 'violates PodSecurity "restricted:latest"' in proc.stderr, proc.stderr
+            else:
+                assert proc.returncode == 0, proc.stderr
+    finally:
+        kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def test_the_api_audit_log_records_changes_and_never_a_secrets_content():
+    """The audit policy and log the k3s stage configured, on the server's disk: the converge's own requests are there
+    (who created what), Secrets are logged at Metadata level only, and the rotation flags are the inventory's."""
+    first = next(name for name, role in lab_nodes().items() if role == "server")
+    events = [json.loads(line) for line in node_file(first, "/var/lib/rancher/k3s/server/logs/audit.log").splitlines()]
+    assert any(e["verb"] == "create" and e.get("objectRef", {}).get("resource") == "namespaces" for e in events)
+    secrets = [e for e in events if e.get("objectRef", {}).get("resource") == "secrets"]
+    assert secrets and all(e["level"] == "Metadata" and "requestObject" not in e for e in secrets)
+    args = podman("exec", first, "sh", "-c", "tr '\\0' ' ' < /proc/$(pgrep -o kube-apiserver)/cmdline").stdout
+    for flag in ("--audit-log-maxage=30", "--audit-log-maxbackup=10", "--audit-log-maxsize=100"):
+        assert flag in args, args
+    kubelet = podman("exec", first, "sh", "-c", "tr '\\0' ' ' < /proc/$(pgrep -o kubelet)/cmdline").stdout
+    assert "--streaming-connection-idle-timeout=5m" in kubelet, kubelet
 
 
 def image_of(component: str) -> str:

@@ -88,12 +88,12 @@ def test_only_servers_hold_the_server_token_and_joins_wait_for_the_ca(host):
     token, agent_token = host.file("/etc/rancher/k3s/cluster-token"), host.file("/etc/rancher/k3s/agent-token")
     if name == SERVERS[0]:
         assert (token.user, token.group, token.mode) == ("root", "root", 0o600)
-        assert token.content_string.strip() == TOKEN
+        assert token.content_string == TOKEN
     else:
         assert not token.exists
     if name in SERVERS:
         assert (agent_token.user, agent_token.mode) == ("root", 0o600)
-        assert agent_token.content_string.strip() == AGENT_TOKEN
+        assert agent_token.content_string == AGENT_TOKEN
         assert config(host)["agent-token-file"] == "/etc/rancher/k3s/agent-token"
     else:
         assert not agent_token.exists
