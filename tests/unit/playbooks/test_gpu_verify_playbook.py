@@ -36,7 +36,9 @@ def site(tmp_path, **group_vars):
     ],
 )
 def test_validate_refuses_a_namespace_of_the_system_or_the_site(tmp_path, namespace, why):
-    proc, _ = run_playbook("validate.yml", site(tmp_path, gpu_verify_vectoradd_namespace=namespace), callback="default")
+    proc, _result = run_playbook(
+        "validate.yml", site(tmp_path, gpu_verify_vectoradd_namespace=namespace), callback="default"
+    )
     out = " ".join(proc.stdout.split())
     assert proc.returncode != 0, out[-3000:]
     assert (
@@ -49,7 +51,7 @@ def test_validate_refuses_a_namespace_of_the_system_or_the_site(tmp_path, namesp
 
 @pytest.mark.slow
 def test_validate_accepts_the_default_namespace(tmp_path):
-    proc, _ = run_playbook("validate.yml", site(tmp_path), callback="default")
+    proc, _result = run_playbook("validate.yml", site(tmp_path), callback="default")
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "GPU_VERIFY" not in proc.stdout
 
@@ -83,7 +85,7 @@ def test_the_role_refuses_the_serving_namespace_before_reaching_the_api(tmp_path
             ]
         )
     )
-    proc, _ = run_playbook(str(playbook), inventory, callback="default")
+    proc, _result = run_playbook(str(playbook), inventory, callback="default")
     out = " ".join(proc.stdout.split())
     assert proc.returncode != 0
     assert "Refuse a vectorAdd namespace of the system or of the site" in out
