@@ -58,7 +58,8 @@ def redis_policies(p, gateway, ingress_peer):
 
 def network_policies(p):
     """p: namespace, gateway (its app.kubernetes.io/name), gateway_port, ingress_namespace, ingress_labels,
-    monitoring_namespace, dns_namespace, dns_labels, limits (the site plan's)."""
+    monitoring_namespace, prometheus_labels (the Prometheus pods' labels: only they scrape, not every pod of the
+    monitoring namespace), dns_namespace, dns_labels, limits (the site plan's)."""
     p = plain(p)
     ns = p["namespace"]
     gateway = {"matchLabels": {"app.kubernetes.io/name": p["gateway"]}}
@@ -112,7 +113,12 @@ def network_policies(p):
             {},
             ingress=[
                 {
-                    "from": [{"namespaceSelector": {"matchLabels": _ns(p["monitoring_namespace"])}}],
+                    "from": [
+                        {
+                            "namespaceSelector": {"matchLabels": _ns(p["monitoring_namespace"])},
+                            "podSelector": {"matchLabels": dict(p["prometheus_labels"])},
+                        }
+                    ],
                     "ports": [{"protocol": "TCP", "port": "http"}],
                 }
             ],
