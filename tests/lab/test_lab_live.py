@@ -699,6 +699,17 @@ def converge() -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
+def changed_tasks(stdout: str) -> list[str]:
+    """The TASK lines of a run's output that some host reported as changed (what a failed idempotence check names)."""
+    task, out = "", []
+    for line in stdout.splitlines():
+        if line.startswith(("TASK [", "RUNNING HANDLER [")):
+            task = line.rstrip("* ")
+        elif line.startswith("changed: ") and task:
+            out.append(f"{task} {line}")
+    return out
+
+
 def recap(stdout: str) -> dict[str, dict[str, int]]:
     """{host: {ok, changed, failed, ...}} of a PLAY RECAP."""
     out = {}
@@ -780,7 +791,7 @@ def test_a_lost_gpu_node_s_model_replica_runs_again_on_the_other_gpu_node(client
     proc = converge()
     assert proc.returncode == 0, proc.stdout[-4000:]
     changed = {host: counts["changed"] for host, counts in recap(proc.stdout).items() if counts.get("changed")}
-    assert changed == {}, (changed, proc.stdout[-4000:])
+    assert changed == {}, (changed, changed_tasks(proc.stdout), proc.stdout[-2000:])
     assert len(ready_model_pods()) == replicas
 
 
