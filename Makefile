@@ -29,7 +29,7 @@ CLUSTER_INVENTORY ?= inventories/lab
 
 LITELLM_VENV := $(CACHE)/litellm-venv
 
-.PHONY: help venv links gateway runtime crd-deps test-tools docs-check lab lab-bundle lab-live lab-up lab-down lab-status test lint yamllint ansible-lint ruff sanity unit molecule bench clean kube-build cluster cluster-down live charts versions
+.PHONY: locks help venv links gateway runtime crd-deps test-tools docs-check lab lab-bundle lab-live lab-up lab-down lab-status test lint yamllint ansible-lint ruff sanity unit molecule bench clean kube-build cluster cluster-down live charts versions
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -45,10 +45,15 @@ $(BIN)/.installed: requirements-dev.txt
 	       "(apt-get install python3.12, or pyenv install 3.12) or set PYTHON=/path/to/python3.12." >&2; exit 1; fi; \
 	echo "[venv] creating $(VENV) with $$py ($$("$$py" --version))"; \
 	"$$py" -m venv "$(VENV)"; \
-	"$(BIN)/pip" install -q --disable-pip-version-check -r requirements-dev.txt 2> >(grep -v "^WARNING: Location" >&2); \
+	"$(BIN)/pip" install -q --disable-pip-version-check --require-hashes -r requirements-dev.txt 2> >(grep -v "^WARNING: Location" >&2); \
 	touch "$@"
 
 venv: $(BIN)/.installed ## Create the project venv (Python >= 3.12, pinned tools)
+
+# Each Python environment is installed from a lock with the sha256 of every file (`pip install --require-hashes`):
+# a release replaced on PyPI under the same version fails to install. Edit the .in file, run this, review the diff.
+locks: venv ## Refresh the hashed Python locks (requirements-dev.txt, the LiteLLM and vLLM locks) from their .in files
+	$(BIN)/python lab/locks.py compile
 
 links: ## Point the collections path at this working tree
 	@mkdir -p "$(dir $(LINK))" "$(ANSIBLE_HOME)"
@@ -148,7 +153,7 @@ unit: venv links test-tools crd-deps ## pytest unit tests
 $(LITELLM_VENV)/.installed: tests/gateway/requirements-litellm.txt | venv
 	@echo "[gateway] installing the LiteLLM proxy (tests/gateway/requirements-litellm.txt) into $(LITELLM_VENV)"
 	@rm -rf "$(LITELLM_VENV)" && $(BIN)/python -m venv "$(LITELLM_VENV)"
-	"$(LITELLM_VENV)/bin/pip" install -q --disable-pip-version-check -r tests/gateway/requirements-litellm.txt
+	"$(LITELLM_VENV)/bin/pip" install -q --disable-pip-version-check --require-hashes -r tests/gateway/requirements-litellm.txt
 	@touch "$@"
 
 gateway: venv links test-tools $(LITELLM_VENV)/.installed ## The real LiteLLM proxy behind Traefik's router with the rendered config (stand-in backends)

@@ -167,7 +167,7 @@ def litellm_spec(litellm_image: str, requirements: str) -> dict:
         [
             "set -eu",
             f"python3 -m venv {LITELLM_VENV}",
-            f"{LITELLM_VENV}/bin/pip install --no-cache-dir -q -r {BUILD_DIR}/inputs/requirements.txt",
+            f"{LITELLM_VENV}/bin/pip install --no-cache-dir -q --require-hashes -r {BUILD_DIR}/inputs/requirements.txt",
             f"{LITELLM_VENV}/bin/litellm --version >/dev/null",
         ]
     )

@@ -29,6 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 VLLM_VENV = ROOT / ".cache" / "vllm-venv"
+# The lock (lab/locks.py, `make locks`): every pin with the sha256 of its linux x86_64 / CPython 3.12 file.
 VLLM_REQUIREMENTS = ROOT / "tests" / "runtime" / "requirements-vllm.txt"
 PYTHONS = ("python3.12",)  # the vllm/vllm-openai image's Python
 # Host directories the sandbox sees (read-only) when they exist; /etc is rebuilt (see passwd_without).
@@ -79,6 +80,7 @@ def install_vllm():
             "-q",
             "--disable-pip-version-check",
             "--no-deps",  # the file is the whole frozen set, with the one replaced pin it names
+            "--require-hashes",  # a release replaced on PyPI under the same version is refused
             "-r",
             str(VLLM_REQUIREMENTS),
         ],

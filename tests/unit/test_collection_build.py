@@ -32,6 +32,7 @@ DEVELOPMENT = (
     ".yamllint",
     ".ansible-lint",
     "Makefile",
+    "requirements-dev.in",
     "requirements-dev.txt",
     "tests/",
     "lab/",

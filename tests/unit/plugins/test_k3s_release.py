@@ -81,6 +81,54 @@ def test_operator_pin_must_agree(tmp_path):
         rel.verify_release(str(tmp_path), ["amd64"], pins={"k3s": SHA})
 
 
+def test_pin_missing_from_the_checksum_file_is_an_error(tmp_path):
+    # The old code skipped a pin whose file the checksum file does not list: the pin was never checked.
+    make_bundle(tmp_path)
+    with pytest.raises(rel.ArtifactError, match=r"k3s-airgap-images-amd64\.tar\.gz is pinned .* does not list it"):
+        rel.verify_release(str(tmp_path), ["amd64"], pins={"k3s-airgap-images-amd64.tar.gz": SHA})
+
+
+def test_pin_naming_no_release_file_is_an_error(tmp_path):
+    make_bundle(tmp_path)
+    with pytest.raises(rel.ArtifactError, match="'k3s-amd64' names no file of a K3s release"):
+        rel.verify_release(str(tmp_path), ["amd64"], pins={"k3s-amd64": SHA})
+    with pytest.raises(rel.ArtifactError, match="not a sha256"):
+        rel.verify_release(str(tmp_path), ["amd64"], pins={"k3s": "abc"})
+
+
+def test_matching_pins_verify_and_are_reported(tmp_path):
+    made = make_bundle(tmp_path)
+    pins = {
+        "k3s": rel.sha256_file(made["binary"]).upper(),
+        "sha256sum-amd64.txt": rel.sha256_file(str(tmp_path / "sha256sum-amd64.txt")),
+        "k3s-arm64": SHA,  # another architecture's pin: applies when an arm64 node is installed
+    }
+    result = rel.verify_release(str(tmp_path), ["amd64"], pins=pins)
+    assert result["amd64"]["pinned"] == ["k3s", "sha256sum-amd64.txt"]
+
+
+def test_pinned_checksum_file_is_hashed(tmp_path):
+    make_bundle(tmp_path)
+    with pytest.raises(rel.ArtifactError, match="not the release's checksum file"):
+        rel.verify_release(str(tmp_path), ["amd64"], pins={"sha256sum-amd64.txt": SHA})
+
+
+def test_release_pins_and_artifact_names():
+    shipped = rel.release_pins("v1.36.4+k3s1")
+    assert shipped["k3s"] == "835873f37245fc615f547a2fe2af9402a347875f13fa64a1f136de644955ea3f"
+    assert rel.release_pins("v1.36.4+k3s1", {"k3s-arm64": SHA.upper()}, shipped=False) == {"k3s-arm64": SHA}
+    assert rel.release_pins("v9.9.9+k3s1") == {}
+    assert [
+        rel.artifact_arch(n) for n in ("k3s", "k3s-arm64", "sha256sum-arm64.txt", "k3s-airgap-images-amd64.tar")
+    ] == [
+        "amd64",
+        "arm64",
+        "arm64",
+        "amd64",
+    ]
+    assert rel.artifact_arch("k3s-amd64") is None
+
+
 def test_arm64_bundle(tmp_path):
     make_bundle(tmp_path, arch="arm64")
     assert rel.verify_release(str(tmp_path), ["arm64"])["arm64"]["binary"]["path"].endswith("k3s-arm64")
