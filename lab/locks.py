@@ -183,7 +183,7 @@ def check():
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     sub = parser.add_subparsers(dest="command", required=True)
     comp = sub.add_parser("compile")
     comp.add_argument("names", nargs="*", help="some of %s (default: all)" % ", ".join(LOCKS))
