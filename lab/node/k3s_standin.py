@@ -562,6 +562,12 @@ def kubectl(admin: Path, *args: str, stdin: str | None = None, check: bool = Tru
     )
 
 
+def apply_document(objects: list[dict]) -> str:
+    """What kubectl apply reads: JSON, not YAML. PyYAML writes a token id such as 010587 unquoted (it is not a YAML 1.1
+    number), and the API server's YAML reader takes it for a number and refuses the Secret."""
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
+
+
 def bootstrap_secret(token: str, what: str) -> dict:
     tid, tsec = bootstrap_token(token)
     return {
@@ -766,7 +772,7 @@ def server(s: dict, sup: Supervisor) -> None:
     agent_token = read_agent_token(s)
     tokens = {"cluster token": token, **({"agent token": agent_token} if agent_token else {})}
     objects = bootstrap_objects(s, ip, ca_pem, tokens)
-    doc = "\n---\n".join(yaml.safe_dump(o, sort_keys=False) for o in objects)
+    doc = apply_document(objects)
     sup.wait_for(
         "bootstrap objects", lambda: kubectl(admin, "apply", "-f", "-", stdin=doc, check=False).returncode == 0
     )

@@ -147,6 +147,15 @@ def test_an_agent_token_gets_its_own_bootstrap_token_that_its_secure_form_derive
     assert standin.bootstrap_token(agent_full) != standin.bootstrap_token("s" * 40)
 
 
+def test_bootstrap_objects_go_to_the_api_server_as_json_so_a_digit_token_id_stays_a_string():
+    # PyYAML writes "010587" unquoted; a YAML 1.2 reader (the API server's) reads it as a number.
+    assert yaml.safe_dump({"token-id": "010587"}).strip() == "token-id: 010587"
+    secret = standin.bootstrap_secret("t" * 40, "cluster token")
+    secret["stringData"]["token-id"] = "010587"
+    (item,) = json.loads(standin.apply_document([secret]))["items"]
+    assert item["stringData"]["token-id"] == "010587"
+
+
 def test_settings_read_the_agent_token_file(tmp_path):
     (tmp_path / "agent").write_text("secret-agent-token\n")
     s = standin.settings({"agent-token-file": str(tmp_path / "agent")}, "n")
