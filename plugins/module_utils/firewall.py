@@ -9,6 +9,7 @@ server). Nothing is opened to any source: K3s's docs say flannel's VXLAN port mu
 """
 
 import ipaddress
+import re
 
 SCOPES = ("cluster", "servers", "admin")
 
@@ -72,3 +73,195 @@ def firewall_rules(hostvars, cluster, servers, rules, admin_networks=()):
                 }
             )
     return {"rules": out, "problems": problems}
+
+
+# ---------------------------------------------------------------- the site's firewall plan (site_plan's "firewall")
+
+# What the plan reads: the prereq role's firewall settings and K3s's network settings.
+PLAN_VARIABLES = (
+    "prereq_firewall_enabled",
+    "prereq_firewall_admin_networks",
+    "prereq_firewall_trusted_interfaces",
+    "k3s_cluster_cidr",
+    "k3s_service_cidr",
+    "k3s_flannel_backend",
+)
+# The bridge K3s's flannel CNI puts every pod on: traffic from local pods comes in through it.
+CNI_BRIDGE = "cni0"
+# Per flannel backend: the interfaces traffic from other nodes' pods arrives on, and the ports between the nodes
+# (flannel v0.28: vxlan names its devices flannel.<VNI> and flannel-v6.<VNI>, VNI 1, on the kernel's VXLAN port
+# 8472; wireguard-native creates flannel-wg and flannel-wg-v6 listening on 51820 and 51821; host-gw routes over the
+# node's own interface). `none` means the site brings its own CNI: its interfaces must be named.
+FLANNEL_BACKENDS = {
+    "vxlan": {
+        "interfaces": ["flannel.1", "flannel-v6.1"],
+        "ports": [{"port": "8472", "proto": "udp", "comment": "flannel VXLAN"}],
+    },
+    "wireguard-native": {
+        "interfaces": ["flannel-wg", "flannel-wg-v6"],
+        "ports": [
+            {"port": "51820", "proto": "udp", "comment": "flannel WireGuard (IPv4)"},
+            {"port": "51821", "proto": "udp", "comment": "flannel WireGuard (IPv6)"},
+        ],
+    },
+    "host-gw": {"interfaces": [], "ports": []},
+    "none": {"interfaces": [], "ports": []},
+}
+INTERFACE_NAME = re.compile(r"^[A-Za-z0-9_.:+-]{1,15}\*?$")
+
+
+def _truthy(value):
+    return value is True or str(value).lower() in ("true", "yes", "on", "1")
+
+
+def _networks(text):
+    """The networks of a K3s CIDR setting (dual stack: comma separated), None when one does not parse."""
+    out = []
+    for part in str(text or "").split(","):
+        try:
+            out.append(str(ipaddress.ip_network(part.strip(), strict=False)))
+        except ValueError:
+            return None
+    return out
+
+
+def admin_network_problem(network):
+    """Why an admin network cannot be allowed (None when it can)."""
+    try:
+        net = ipaddress.ip_network(str(network), strict=False)
+    except ValueError:
+        return "%r is not a network in CIDR form (e.g. 192.0.2.0/24)" % (network,)
+    if net.prefixlen == 0:
+        return "%s is every address: the API server and SSH would be open to the world" % net
+    return None
+
+
+def firewall_plan(values):
+    """(plan, problems): the host firewall every cluster node gets, decided once for the site.
+
+    plan: {enabled, admin_networks, trusted_interfaces, overlay_ports, cluster_cidr, service_cidr}. Traffic from
+    pods is trusted by the interface it arrives on (the CNI bridge and the overlay's devices), never by a source
+    range, which a host on the node network could forge. The pod and service ranges come from the inventory's
+    K3s settings; they are in the plan for the report and for firewalls that can only match addresses.
+    """
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import problem
+
+    problems = []
+    enabled = _truthy(values.get("prereq_firewall_enabled", True))
+    admin = []
+    for network in values.get("prereq_firewall_admin_networks") or []:
+        why = admin_network_problem(network)
+        if why:
+            problems.append(
+                problem(
+                    "FIREWALL",
+                    "all",
+                    "prereq_firewall_admin_networks",
+                    why,
+                    "list only the networks of the operators and tools that use SSH and the API server",
+                )
+            )
+        else:
+            net = str(ipaddress.ip_network(str(network), strict=False))
+            if net not in admin:
+                admin.append(net)
+    backend = str(values.get("k3s_flannel_backend") or "vxlan")
+    known = FLANNEL_BACKENDS.get(backend, FLANNEL_BACKENDS["none"])
+    extra = [str(i) for i in values.get("prereq_firewall_trusted_interfaces") or []]
+    for name in extra:
+        if not INTERFACE_NAME.match(name):
+            problems.append(
+                problem(
+                    "FIREWALL",
+                    "all",
+                    "prereq_firewall_trusted_interfaces",
+                    "%r is not an interface name (at most 15 characters, a trailing * for a prefix)" % (name,),
+                    "give the CNI's interface names, e.g. cali* or cilium_host",
+                )
+            )
+    if enabled and backend == "none" and not extra:
+        problems.append(
+            problem(
+                "FIREWALL",
+                "all",
+                "prereq_firewall_trusted_interfaces",
+                "k3s_flannel_backend is none (the site's own CNI), so the firewall does not know which interfaces "
+                "carry pod traffic and would drop pods' traffic to the nodes",
+                "list the CNI's interfaces in prereq_firewall_trusted_interfaces, or set prereq_firewall_enabled: false",
+            )
+        )
+    cidrs = {}
+    for variable, key in (("k3s_cluster_cidr", "cluster_cidr"), ("k3s_service_cidr", "service_cidr")):
+        nets = _networks(values.get(variable, ""))
+        cidrs[key] = nets or []
+    interfaces = [CNI_BRIDGE] + known["interfaces"] + [i for i in extra if i not in known["interfaces"]]
+    return (
+        {
+            "enabled": enabled,
+            "admin_networks": admin,
+            "trusted_interfaces": interfaces,
+            "overlay_ports": [dict(p, **{"from": "cluster", "server_only": False}) for p in known["ports"]],
+            "cluster_cidr": cidrs["cluster_cidr"],
+            "service_cidr": cidrs["service_cidr"],
+        },
+        problems,
+    )
+
+
+# ---------------------------------------------------------------- nftables
+
+TABLE = "aiinfra_k3s"
+
+
+def _nft_port(port):
+    return str(port).replace(":", "-")
+
+
+def _nft_set(items):
+    return items[0] if len(items) == 1 else "{ %s }" % ", ".join(items)
+
+
+def nftables_ruleset(rules, trusted_interfaces, table=TABLE):
+    """The nftables file of one host: its own table, replaced atomically, with a default-drop input chain.
+
+    rules: this host's expanded rules ({port, proto, source, comment}), as firewall_rules gives them. Only the
+    input hook is filtered: forwarded traffic (pods, Services, NodePorts, hostPorts) stays with K3s's own rules,
+    and other tables (kube-proxy's, flannel's) are left alone. Loading the file never leaves a moment without
+    the table: nft applies the whole file as one transaction.
+    """
+    grouped = {}
+    order = []
+    for rule in rules:
+        key = (rule["proto"], _nft_port(rule["port"]), rule.get("comment", ""))
+        if key not in grouped:
+            grouped[key] = {"ip": [], "ip6": []}
+            order.append(key)
+        family = "ip6" if ":" in rule["source"] else "ip"
+        if rule["source"] not in grouped[key][family]:
+            grouped[key][family].append(rule["source"])
+    lines = [
+        "#!/usr/sbin/nft -f",
+        "# Managed by aiinfra.k3s (role prereq); changes here are overwritten. The host firewall of a K3s node:",
+        "# nothing comes in unless a rule below allows it. Pods are trusted by interface, nodes by address.",
+        "table inet %s" % table,
+        "delete table inet %s" % table,
+        "table inet %s {" % table,
+        "  chain input {",
+        "    type filter hook input priority filter; policy drop;",
+        "    ct state established,related accept",
+        "    ct state invalid drop",
+        '    iifname "lo" accept',
+        "    iifname %s accept comment \"pod networks\"" % _nft_set(['"%s"' % i for i in trusted_interfaces]),
+        "    meta l4proto icmp accept",
+        "    meta l4proto ipv6-icmp accept",
+        '    udp sport 67 udp dport 68 accept comment "DHCP client"',
+        '    udp sport 547 udp dport 546 accept comment "DHCPv6 client"',
+    ]
+    for proto, port, comment in order:
+        for family in ("ip", "ip6"):
+            sources = grouped[(proto, port, comment)][family]
+            if sources:
+                note = (' comment "%s"' % comment.replace('"', "'")) if comment else ""
+                lines.append("    %s saddr %s %s dport %s accept%s" % (family, _nft_set(sources), proto, port, note))
+    lines += ["  }", "}", ""]
+    return "\n".join(lines)

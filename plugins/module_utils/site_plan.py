@@ -24,8 +24,11 @@ of the GPU hosts. It returns:
 - ``prices``: US dollars per prompt and per generated token of each priced model (spend per consumer and model);
 - ``node_loss``: N-1 capacity: per model, its replicas and how many of them run on the GPUs left after the loss
   of the GPU node whose loss hurts it most (``after_node_loss``, ``worst_node``);
+- ``firewall``: the host firewall every cluster node gets (firewall.py): whether prereq manages one, the admin
+  networks, the interfaces pod traffic is trusted on, the overlay's ports, the pod and service ranges;
 - ``problems``: ``{code, severity, host, variable, problem, fix}`` (inventory_spec's shape): GPU_CLASS, GPU_COUNT,
-  GPU_MEMORY, MODEL, MODEL_PATH, SERVING_PLAN, NODE_LOSS (warning), EDGE, GATEWAY, CONSUMER, AUTOSCALING, SECRET.
+  GPU_MEMORY, MODEL, MODEL_PATH, SERVING_PLAN, NODE_LOSS (warning), EDGE, GATEWAY, CONSUMER, AUTOSCALING, SECRET,
+  FIREWALL.
 
 ``gpu_nodes`` may also carry a GPU host's own STORE_PATH_VARIABLES (where they differ from ``values``): the model
 store role copies and checks with each host's values, so each host's are checked, and named.
@@ -34,7 +37,7 @@ Roles read the plan and their own variables; none reads another role's facts.
 """
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils import consumers as consumer_rules
-from ansible_collections.aiinfra.k3s.plugins.module_utils import edge, gateway, monitoring
+from ansible_collections.aiinfra.k3s.plugins.module_utils import edge, firewall, gateway, monitoring
 from ansible_collections.aiinfra.k3s.plugins.module_utils.autoscaling import autoscaling_problems, gpu_bounds
 from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import problem
 from ansible_collections.aiinfra.k3s.plugins.module_utils.models import STORE_PATH_FIX, as_int, filled, store_path_error
@@ -95,7 +98,7 @@ VARIABLES = (
     "cert_manager_acme_email",
     "monitoring_enabled",
     "monitoring_token_prices",
-)
+) + firewall.PLAN_VARIABLES
 # Read only when the run handles secrets; never copied into the plan.
 SECRET_VARIABLES = (
     "litellm_master_key",
@@ -607,6 +610,8 @@ def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True):
         reserve_whole,
     )
     problems += node_loss_problems(models, survival, len(capacity))
+    host_firewall, found = firewall.firewall_plan(values)
+    problems += found
     return {
         "nodes": {
             node: dict(capacity[node], **{"class": (nodes[node]["class"] or default_class) if enabled else ""})
@@ -628,6 +633,7 @@ def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True):
         "limits": limits,
         "prices": prices,
         "node_loss": survival,
+        "firewall": host_firewall,
         "secrets": bool(secrets),
         "problems": problems,
     }
