@@ -109,12 +109,17 @@ def node_names(servers: int, gpu_agents: int, prefix: str = PREFIX) -> dict[str,
 
 
 def render_inventory(
-    nodes: dict[str, dict], key_file: str, known_hosts: str, secret_vars: dict[str, str] | None = None
+    nodes: dict[str, dict],
+    key_file: str,
+    known_hosts: str,
+    secret_vars: dict[str, str] | None = None,
+    admin_networks: list[str] | None = None,
 ) -> str:
     """YAML inventory of the lab nodes. Group names match inventories/lab/group_vars/all.yml.
 
     secret_vars: the lab's random secrets (k3s_token, k3s_agent_token, litellm_master_key, ...), written as
-    variables of all.
+    variables of all. admin_networks: where this machine reaches the nodes from (the network's gateway): the nodes'
+    firewall lets it use SSH and the API server, as an operator's network in a real inventory.
     """
     lines = [
         "---",
@@ -126,6 +131,8 @@ def render_inventory(
         "    ansible_ssh_common_args: >-",
         f"      -o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes",
     ]
+    if admin_networks:
+        lines.append(f"    prereq_firewall_admin_networks: {json.dumps(list(admin_networks))}")
     lines += [f"    {name}: {value!r}" for name, value in sorted((secret_vars or {}).items())]
     lines += ["  children:"]
     groups = {"k3s_servers": "server", "k3s_agents": "gpu", "gpu_nodes": "gpu"}
@@ -350,11 +357,16 @@ def restore_sysctls() -> dict[str, tuple[str, str]]:
     return changed
 
 
-def network_subnet() -> str:
-    """The lab network's IPv4 subnet (podman picks a free one when it creates the network)."""
+def network_ipv4() -> dict:
+    """The lab network's IPv4 subnet and gateway (podman picks a free subnet when it creates the network)."""
     info = json.loads(out(podman("network", "inspect", "--format", "json", NETWORK)))
     info = info[0] if isinstance(info, list) else info
-    return next(s["subnet"] for s in info.get("subnets") or [] if ":" not in s["subnet"])
+    return next(s for s in info.get("subnets") or [] if ":" not in s["subnet"])
+
+
+def network_subnet() -> str:
+    """The lab network's IPv4 subnet."""
+    return network_ipv4()["subnet"]
 
 
 def node_addresses(names: dict[str, str], subnet: str) -> dict[str, str]:
@@ -439,7 +451,10 @@ def up(servers: int, gpu_agents: int) -> None:
     known.write_text(known_hosts_lines(nodes))
     INVENTORY_FILE.touch(mode=0o600)
     INVENTORY_FILE.chmod(0o600)  # it holds the lab's cluster token
-    INVENTORY_FILE.write_text(render_inventory(nodes, str(key), str(known), secret_vars))
+    gateway = network_ipv4().get("gateway")
+    INVENTORY_FILE.write_text(
+        render_inventory(nodes, str(key), str(known), secret_vars, [f"{gateway}/32"] if gateway else None)
+    )
     for name, node in nodes.items():
         log(f"ready {name:<12} {node['kind']:<7} {node['ip']}")
     log(f"inventory written to {INVENTORY_FILE.relative_to(ROOT)}")

@@ -31,10 +31,18 @@ options:
     elements: dict
     required: true
   admin_networks:
-    description: Networks (CIDR) that may reach the API server besides the nodes.
+    description: Networks (CIDR) that may reach SSH and the API server besides the nodes (never every address).
     type: list
     elements: str
     default: []
+  host:
+    description: Only this host's rules (a server gets every rule, another node those not C(server_only)).
+    type: str
+  client:
+    description:
+      - C({address, port}) of the connection the run uses; C(client_admitted) in the result says whether the
+        rules still let it in.
+    type: dict
 """
 
 EXAMPLES = r"""
@@ -42,20 +50,31 @@ EXAMPLES = r"""
   ansible.builtin.debug:
     msg: >-
       {{ hostvars | aiinfra.k3s.firewall_rules(groups['__aiinfra_cluster'], groups['__aiinfra_servers'],
-         prereq_firewall_rules, prereq_firewall_admin_networks) }}
+         prereq_firewall_rules, prereq_firewall_admin_networks, host=inventory_hostname,
+         client={'address': '198.51.100.7', 'port': 22}) }}
 """
 
 RETURN = r"""
 _value:
-  description: C(rules) (C({port, proto, source, comment, server_only}) each) and C(problems) (lines).
+  description:
+    - C(rules) (C({port, proto, source, comment, server_only}) each), C(problems) (lines) and C(client_admitted)
+      (true, false, or null without a client).
   type: dict
 """
 
 
-def firewall_rules(hostvars, cluster, servers, rules, admin_networks=None):
+def firewall_rules(hostvars, cluster, servers, rules, admin_networks=None, host=None, client=None):
     from ansible_collections.aiinfra.k3s.plugins.module_utils.firewall import firewall_rules as expand
 
-    return expand(hostvars, list(cluster), list(servers), list(rules or []), list(admin_networks or []))
+    return expand(
+        hostvars,
+        list(cluster),
+        list(servers),
+        list(rules or []),
+        list(admin_networks or []),
+        host,
+        dict(client) if client else None,
+    )
 
 
 class FilterModule(object):

@@ -27,27 +27,31 @@ def node_address(hostvars):
     return str(address) if address else None
 
 
-def firewall_rules(hostvars, cluster, servers, rules, admin_networks=()):
-    """{rules: [{port, proto, source, comment, server_only}], problems: [...]} for these cluster hosts."""
+def firewall_rules(hostvars, cluster, servers, rules, admin_networks=(), host=None, client=None):
+    """{rules: [{port, proto, source, comment, server_only}], problems: [...]} for these cluster hosts.
+
+    host: only the rules of that host (a server gets every rule, another node those not server_only).
+    client: {address, port} of the connection this run uses: `client_admitted` says whether the rules still let it
+    in (None without a client).
+    """
     problems = []
     addresses = {}
-    for host in cluster:
-        address = node_address(hostvars.get(host) or {})
+    for node in cluster:
+        address = node_address(hostvars.get(node) or {})
         if address is None:
             problems.append(
                 "%s: no address to allow in the firewall (k3s_node_ip is unset and ansible_host is not an IP): "
-                "set k3s_node_ip for this host" % host
+                "set k3s_node_ip for this host" % node
             )
         else:
-            addresses[host] = address
+            addresses[node] = address
     networks = []
     for network in admin_networks or []:
-        try:
+        why = admin_network_problem(network)
+        if why:
+            problems.append("prereq_firewall_admin_networks has %s: list only the operators' networks" % why)
+        else:
             networks.append(str(ipaddress.ip_network(str(network), strict=False)))
-        except ValueError:
-            problems.append(
-                "prereq_firewall_admin_networks has %r: give networks in CIDR form, e.g. 192.0.2.0/24" % (network,)
-            )
     sources = {
         "cluster": sorted(set(addresses.values())),
         "servers": sorted({addresses[h] for h in servers if h in addresses}),
@@ -72,7 +76,35 @@ def firewall_rules(hostvars, cluster, servers, rules, admin_networks=()):
                     "server_only": bool(rule.get("server_only")),
                 }
             )
-    return {"rules": out, "problems": problems}
+    if host is not None and host not in servers:
+        out = [r for r in out if not r["server_only"]]
+    admitted = None
+    if client and client.get("address"):
+        admitted = admits(out, client["address"], client.get("port") or 22)
+    return {"rules": out, "problems": problems, "client_admitted": admitted}
+
+
+def _port_range(port):
+    low, _sep, high = str(port).partition(":")
+    return int(low), int(high or low)
+
+
+def admits(rules, address, port, proto="tcp"):
+    """Whether these expanded rules let `address` reach `port`/`proto` (the check that a run keeps its SSH)."""
+    try:
+        client = ipaddress.ip_address(str(address))
+    except ValueError:
+        return False
+    for rule in rules:
+        low, high = _port_range(rule["port"])
+        if rule["proto"] != proto or not low <= int(port) <= high:
+            continue
+        try:
+            if client in ipaddress.ip_network(rule["source"], strict=False):
+                return True
+        except ValueError:
+            continue
+    return False
 
 
 # ---------------------------------------------------------------- the site's firewall plan (site_plan's "firewall")
@@ -251,7 +283,7 @@ def nftables_ruleset(rules, trusted_interfaces, table=TABLE):
         "    ct state established,related accept",
         "    ct state invalid drop",
         '    iifname "lo" accept',
-        "    iifname %s accept comment \"pod networks\"" % _nft_set(['"%s"' % i for i in trusted_interfaces]),
+        '    iifname %s accept comment "pod networks"' % _nft_set(['"%s"' % i for i in trusted_interfaces]),
         "    meta l4proto icmp accept",
         "    meta l4proto ipv6-icmp accept",
         '    udp sport 67 udp dport 68 accept comment "DHCP client"',

@@ -212,6 +212,82 @@ def test_the_api_audit_log_records_changes_and_never_a_secrets_content():
     assert "--streaming-connection-idle-timeout=5m" in kubelet, kubelet
 
 
+def internal_ip(node: str) -> str:
+    item = get("node", node)
+    return next(a["address"] for a in item["status"]["addresses"] if a["type"] == "InternalIP")
+
+
+def in_node(node: str, *cmd: str, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["podman", "exec", node, *cmd], env=ENV, capture_output=True, text=True, timeout=timeout,
+                          check=check)  # fmt: skip
+
+
+CONNECT = """import socket, sys
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), 3).close()
+    print("open")
+except OSError as exc:
+    print(type(exc).__name__)
+"""
+# A listener for the test only: answers for at most 60 s, then exits on its own.
+LISTEN = """import socket, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 18099)); s.listen()
+s.settimeout(2); end = time.time() + 60
+while time.time() < end:
+    try:
+        s.accept()[0].close()
+    except OSError:
+        pass
+"""
+
+
+def accepted_ports(node: str) -> set[str]:
+    """The ports the node's aiinfra_k3s input chain accepts (from nft's JSON)."""
+    table = json.loads(in_node(node, "nft", "-j", "list", "table", "inet", "aiinfra_k3s").stdout)["nftables"]
+    ports = set()
+    for item in table:
+        for match in (item.get("rule") or {}).get("expr", []):
+            right = (match.get("match") or {}).get("right")
+            left = ((match.get("match") or {}).get("left") or {}).get("payload", {})
+            if left.get("field") == "dport":
+                ports.add("%s/%s" % ("-".join(map(str, right["range"])) if isinstance(right, dict) else right,
+                                     left.get("protocol")))  # fmt: skip
+    return ports
+
+
+def test_every_node_runs_the_sites_firewall_and_refuses_a_port_outside_the_plan():
+    """Issue 28 item 3 on real nodes: prereq loaded the collection's nftables table on every lab node (input policy
+    drop, the boot unit enabled); each node opens only its plan's ports; from a GPU node the server's API port
+    answers while a port no rule opens is dropped, and that port still answers on the server itself."""
+    nodes = lab_nodes()
+    for node, role in nodes.items():
+        chain = json.loads(in_node(node, "nft", "-j", "list", "chain", "inet", "aiinfra_k3s", "input").stdout)
+        base = next(i["chain"] for i in chain["nftables"] if "chain" in i)
+        assert (base["hook"], base["policy"]) == ("input", "drop"), node
+        unit = in_node(node, "systemctl", "is-enabled", "aiinfra-k3s-firewall.service", check=False).stdout.strip()
+        assert unit == "enabled", node
+        expected = {"22/tcp", "10250/tcp", "9100/tcp", "8472/udp"}
+        server_only = {"6443/tcp", "2379-2380/tcp"}
+        ports = accepted_ports(node)
+        assert ports == (expected | server_only if role == "server" else expected), node
+    server = next(n for n, role in nodes.items() if role == "server")
+    gpu = next(n for n, role in nodes.items() if role == "gpu")
+    address = internal_ip(server)
+    in_node(server, "pkill", "-f", "aiinfra-firewall-probe", check=False)
+    subprocess.run(["podman", "exec", "-d", server, "python3", "-c", LISTEN, "aiinfra-firewall-probe"], env=ENV,
+                   check=True, timeout=60)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while in_node(server, "python3", "-c", CONNECT, "127.0.0.1", "18099").stdout.strip() != "open":
+            assert time.monotonic() < deadline, "the probe listener on the server did not start"
+            time.sleep(0.5)
+        assert in_node(gpu, "python3", "-c", CONNECT, address, "6443").stdout.strip() == "open"
+        # Dropped, not refused: the client waits out its 3 s timeout.
+        assert in_node(gpu, "python3", "-c", CONNECT, address, "18099").stdout.strip() in ("TimeoutError", "timeout")
+    finally:
+        in_node(server, "pkill", "-f", "aiinfra-firewall-probe", check=False)
+
+
 def image_of(component: str) -> str:
     for pod in get("pods", "-n", NAMESPACE)["items"]:
         for container in pod["spec"]["containers"]:

@@ -98,6 +98,15 @@ def test_lab_secrets_go_into_the_inventory_and_stay_private(tmp_path, monkeypatc
     assert {k: inv["all"]["vars"][k] for k in first} == first
 
 
+def test_the_machine_running_the_lab_is_the_firewalls_admin_network():
+    nodes = {"lab-cp-1": {"kind": "server", "ip": "10.89.0.11"}}
+    inv = yaml.safe_load(labctl.render_inventory(nodes, "k", "kh", None, ["10.89.0.1/32"]))
+    assert inv["all"]["vars"]["prereq_firewall_admin_networks"] == ["10.89.0.1/32"]
+    assert (
+        "prereq_firewall_admin_networks" not in yaml.safe_load(labctl.render_inventory(nodes, "k", "kh"))["all"]["vars"]
+    )
+
+
 def test_no_gpu_agents_gives_empty_groups():
     inv = yaml.safe_load(labctl.render_inventory({"lab-cp-1": {"kind": "server", "ip": "1"}}, "k", "kh"))
     assert inv["all"]["children"]["gpu_nodes"]["hosts"] == {}
