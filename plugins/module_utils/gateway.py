@@ -38,6 +38,12 @@ REDIS_UID = 999  # the redis user of the official image
 GRACE_SECONDS = 60
 PRESTOP_SECONDS = 10
 SHUTDOWN_SECONDS = 35
+# The model servers' API key (issue 28, item 5): derived from the master key with this context, so that a new
+# master key rotates it and the site needs no further secret (model_api_key).
+MODEL_KEY_CONTEXT = b"aiinfra.k3s model servers"
+# The components whose servers require the key: vLLM reads VLLM_API_KEY. NIM documents no API key of its own (and
+# serves its health and metrics under /v1, which vLLM's key guards): NIM keeps to the network policy alone.
+KEYED_COMPONENTS = ("vllm",)
 
 
 def gateway_config(routes, settings):
@@ -51,6 +57,7 @@ def gateway_config(routes, settings):
                     "model": "hosted_vllm/%s" % r["model"],
                     "api_base": "http://%s.%s.svc.cluster.local:%s/v1" % (r["service"], r["namespace"], r["port"]),
                     "timeout": int(settings["request_timeout"]),
+                    **model_key_param(r, settings.get("model_auth")),
                 },
                 **model_prices((settings.get("prices") or {}).get(r["model"])),
             }
@@ -80,6 +87,49 @@ def gateway_config(routes, settings):
     config["litellm_settings"]["enable_post_custom_auth_checks"] = True
     config["general_settings"].update(redis_settings(settings.get("limits") or {}))
     return config
+
+
+def model_auth_on(model_auth):
+    return bool((model_auth or {}).get("enabled"))
+
+
+def model_key_param(route, model_auth):
+    """litellm_params.api_key of a route whose model server requires the key: LiteLLM reads it from the gateway's
+    environment (os.environ/, resolved when the proxy loads its model list) and sends it as the bearer token."""
+    if not model_auth_on(model_auth) or route.get("component") not in KEYED_COMPONENTS:
+        return {}
+    return {"api_key": "os.environ/" + model_auth["env"]}
+
+
+def model_api_key(master_key):
+    """The model servers' API key: HMAC-SHA256 of MODEL_KEY_CONTEXT under the master key, hex. Only the gateway
+    (and the model servers) hold it; a new master key gives a new one."""
+    if not master_key:
+        raise ValueError("the model servers' key is derived from litellm_master_key, which is empty")
+    return hmac.new(str(master_key).encode(), MODEL_KEY_CONTEXT, hashlib.sha256).hexdigest()
+
+
+def model_key_env(model_auth):
+    """The gateway's environment entry for the model servers' key (from its Secret), or []."""
+    if not model_auth_on(model_auth):
+        return []
+    return [
+        {
+            "name": model_auth["env"],
+            "valueFrom": {"secretKeyRef": {"name": model_auth["secret"], "key": model_auth["key"]}},
+        }
+    ]
+
+
+def model_key_secrets(model_auth, master_key, labels):
+    """The model servers' key as a Secret in each namespace that reads it (the model servers' and the gateway's)."""
+    if not model_auth_on(model_auth):
+        return []
+    key = model_api_key(master_key)
+    return [
+        secret(model_auth["secret"], namespace, dict(labels), {model_auth["key"]: key})
+        for namespace in model_auth["namespaces"]
+    ]
 
 
 def model_prices(price):
@@ -179,6 +229,7 @@ def gateway_manifests(routes, params):
                     {"name": "GRACEFUL_SHUTDOWN_TIMEOUT", "value": str(SHUTDOWN_SECONDS)},
                     {"name": consumer_auth.CONSUMERS_ENV, "value": CONSUMERS_FILE},
                     *redis_env(params),
+                    *model_key_env(params.get("model_auth")),
                 ],
                 "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
                 "resources": params["resources"],
@@ -361,8 +412,8 @@ def redis_config(password, port):
 
 
 def gateway_secret(params, master_key):
-    """The master key's Secret, the consumers' and, with a Redis, the Redis password's (with the deployed Redis's
-    config)."""
+    """The master key's Secret, the consumers', the model servers' key's (model_auth: in each namespace that reads
+    it) and, with a Redis, the Redis password's (with the deployed Redis's config)."""
     out = [
         secret(
             params["secret_name"],
@@ -381,6 +432,7 @@ def gateway_secret(params, master_key):
             {consumer_auth.CONSUMERS_NAME: consumers_file(params.get("consumers") or [])},
         )
     )
+    out += model_key_secrets(params.get("model_auth"), master_key, labels_for(params["deployment_name"], "credentials"))
     limits = params.get("limits") or {}
     if limits.get("store") == "redis":
         password = redis_password(params, master_key)

@@ -20,6 +20,10 @@ of the GPU hosts. It returns:
 - ``edge``: the public host, its TLS secret and whether cert-manager issues its certificate;
 - ``consumers``: the gateway's consumers with their models, limits and where their key comes from (consumers.py),
   and ``revoked_consumers``;
+- ``model_auth``: whether the model servers require an API key that only the gateway holds (``enabled``: the gateway
+  is enabled and the site has vLLM models), and where it lives: the Secret (``secret``, ``key``) in each namespace
+  that reads it (``namespaces``: the vLLM servers' and the gateway's) and the gateway's environment variable
+  (``env``); its value is derived from the master key (gateway.model_api_key);
 - ``limits``: where rate-limit counters live (``store``: redis, memory or none) and the Redis to use;
 - ``prices``: US dollars per prompt and per generated token of each priced model (spend per consumer and model);
 - ``node_loss``: N-1 capacity: per model, its replicas and how many of them run on the GPUs left after the loss
@@ -228,6 +232,28 @@ def routes(values, models):
             }
         )
     return sorted(out, key=lambda r: r["model"])
+
+
+# The model servers' key: its Secret is named after the gateway (whose role writes it), the key inside it, and the
+# gateway's environment variable LiteLLM reads it from (litellm_params.api_key: os.environ/...). vLLM reads it as
+# VLLM_API_KEY.
+MODEL_KEY_SECRET_SUFFIX = "-model-api-key"
+MODEL_KEY_NAME = "api-key"
+MODEL_KEY_ENV = "MODEL_SERVER_API_KEY"
+
+
+def model_auth_plan(values, models):
+    """Whether the model servers require the gateway's key, and where it lives (module docstring: model_auth)."""
+    vllm = [m for m in models if m["server"] == "vllm"]
+    if not _truthy(values.get("litellm_enabled")) or not vllm:
+        return {"enabled": False}
+    return {
+        "enabled": True,
+        "secret": "%s%s" % (values.get("litellm_deployment_name"), MODEL_KEY_SECRET_SUFFIX),
+        "key": MODEL_KEY_NAME,
+        "env": MODEL_KEY_ENV,
+        "namespaces": sorted({values.get("vllm_namespace"), values.get("litellm_namespace")}),
+    }
 
 
 REDIS_MODES = ("deploy", "external", "none")
@@ -630,6 +656,7 @@ def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True):
         "edge": edge_plan(values),
         "consumers": consumers,
         "revoked_consumers": revoked,
+        "model_auth": model_auth_plan(values, models),
         "limits": limits,
         "prices": prices,
         "node_loss": survival,

@@ -279,6 +279,8 @@ def vllm_args(model, store_mount, share=1):
 
 
 LOG_DIR = "/etc/aiinfra/logging"
+# vLLM 0.34 reads its API key from this variable (vllm/envs.py) when --api-key is not given.
+VLLM_KEY_ENV = "VLLM_API_KEY"
 
 
 def logging_configmap(name, namespace, loggers, level):
@@ -294,10 +296,14 @@ def logging_configmap(name, namespace, loggers, level):
 def vllm_manifests(models, site, defaults):
     """Deployment + Service per vLLM model (+ PodDisruptionBudget with several replicas), and the shared
     JSON-logging ConfigMap. defaults: image, store_mount, store ({storage_class, size}), shm_size, resources,
-    log_level."""
+    log_level; model_auth (the site plan's: when enabled, each server reads the key only the gateway holds from its
+    Secret as VLLM_API_KEY and refuses /v1, /v2, /inference and /cohere requests without it; /health and /metrics
+    stay open for the probes and Prometheus)."""
     if not models:
         return []
     log_map = "vllm-logging"
+    auth = defaults.get("model_auth") or {}
+    key_env = {VLLM_KEY_ENV: [auth["secret"], auth["key"]]} if auth.get("enabled") else {}
     out = [
         logging_configmap(
             log_map, site["namespace"], ["vllm", "uvicorn", "uvicorn.access"], defaults.get("log_level", "INFO")
@@ -320,6 +326,7 @@ def vllm_manifests(models, site, defaults):
                 "PYTHONPATH": LOG_DIR,
                 **(model.get("env") or {}),
             },
+            "env_secrets": key_env,
             "port": model["port"],
             "gpus": tp,
             "replicas": model["replicas"],
