@@ -16,6 +16,13 @@ Endpoints: GET /health, /ping, /version, /v1/health/ready, /v1/health/live, /v1/
 (Prometheus text with vLLM's metric names); POST /v1/chat/completions, /v1/completions (JSON or `stream: true`
 server-sent events) and /v1/embeddings. It writes no file: it runs as any uid on a read-only root.
 
+API key, as vLLM 0.34 checks it (vllm/entrypoints/serve/middleware/authenticate.py): with --api-key KEY (one or more,
+or repeated) or else VLLM_API_KEY in the environment, a request whose path starts with /v1, /v2, /inference or
+/cohere (OPTIONS excepted) is answered 401 {"error": "Unauthorized"} unless it carries `Authorization: Bearer KEY`
+(scheme case-insensitive); every other path (/health, /ping, /metrics, /version) stays open. NIM's own paths
+(/v1/health/*, /v1/metrics) are under /v1, so they are guarded too when a key is set, as vLLM's check would guard
+them.
+
 Logging: with VLLM_CONFIGURE_LOGGING=1 and VLLM_LOGGING_CONFIG_PATH (the collection's JSON dictConfig) it logs
 through that configuration under the "vllm" logger, as vLLM would; otherwise plain text (or JSON lines with
 NIM_JSONL_LOGGING=1) on stdout.
@@ -28,6 +35,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import json
 import logging
 import logging.config
@@ -44,6 +52,8 @@ STANDIN_VERSION = "0.34.0+aiinfra.standin"
 HEADER = ("x-aiinfra-standin", "true")
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 VALUE_FLAGS = ("--model", "--host", "--port", "--shutdown-timeout")
+# The path prefixes vLLM's API key guards (vllm/entrypoints/serve/middleware/authenticate.py, GUARDED_PREFIX).
+GUARDED_PREFIX = ("/v1", "/v2", "/inference", "/cohere")
 DEFAULT_PORT = 8000
 EMBEDDING_DIMENSIONS = 16
 
@@ -65,7 +75,15 @@ def parse_serve_args(argv: list[str]) -> dict:
     """What `vllm serve` arguments the stand-in honours: {model, served_names, host, port, shutdown_timeout,
     ignored}. argv: the words after `serve`. An unknown flag takes the next word as its value unless that word
     is a flag too (so every vLLM flag, valued or boolean, is skipped whole)."""
-    parsed = {"model": None, "served_names": [], "host": None, "port": None, "shutdown_timeout": None, "ignored": []}
+    parsed = {
+        "model": None,
+        "served_names": [],
+        "host": None,
+        "port": None,
+        "shutdown_timeout": None,
+        "api_keys": [],
+        "ignored": [],
+    }
     words = list(argv)
     if words and not words[0].startswith("-"):
         parsed["model"] = words.pop(0)
@@ -81,6 +99,14 @@ def parse_serve_args(argv: list[str]) -> dict:
                 names.append(words[i])
                 i += 1
             parsed["served_names"] += names
+        elif name == "--api-key":  # one or more keys, and repeatable (vLLM's api_key: list[str])
+            keys = [value] if value is not None else []
+            while value is None and i < len(words) and not words[i].startswith("-"):
+                keys.append(words[i])
+                i += 1
+            if not keys:
+                raise ValueError("--api-key needs a value")
+            parsed["api_keys"] += keys
         elif name in VALUE_FLAGS:
             if value is None:
                 if i >= len(words):
@@ -108,8 +134,26 @@ def server_settings(argv: list[str], env: dict) -> dict:
         "host": args["host"] or "0.0.0.0",
         "port": int(args["port"] or env.get("NIM_SERVER_PORT") or DEFAULT_PORT),
         "shutdown_timeout": float(args["shutdown_timeout"] or 0),
+        # --api-key takes precedence over VLLM_API_KEY (vllm/entrypoints/serve/middleware/register.py); empty keys
+        # are dropped.
+        "api_keys": [k for k in (args["api_keys"] or [env.get("VLLM_API_KEY")]) if k],
         "ignored": ignored,
     }
+
+
+def authorized(method: str, path: str, authorization: str | None, keys: list[str]) -> bool:
+    """Whether vLLM's API key check lets a request through: no key set, an OPTIONS request, a path outside
+    GUARDED_PREFIX, or `Bearer <one of the keys>` (compared as SHA-256 digests in constant time, as vLLM does)."""
+    if not keys or method == "OPTIONS" or not path.startswith(GUARDED_PREFIX):
+        return True
+    scheme, _sep, param = (authorization or "").partition(" ")
+    if not authorization or scheme.lower() != "bearer":
+        return False
+    given = hashlib.sha256(param.encode("utf-8")).digest()
+    match = False
+    for key in keys:
+        match |= hmac.compare_digest(given, hashlib.sha256(key.encode("utf-8")).digest())
+    return match
 
 
 # ---------------------------------------------------------------- answers (pure)
@@ -367,7 +411,20 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- routes
 
+    def refused(self) -> bool:
+        """Answer 401 as vLLM does when its API key is set and the request lacks it; True when refused."""
+        path = self.path.split("?", 1)[0]
+        if authorized(self.command, path, self.headers.get("Authorization"), self.server.settings["api_keys"]):
+            return False
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:  # read past the body, so that the connection can carry the next request
+            self.rfile.read(length)
+        self.send_json(401, {"error": "Unauthorized"})
+        return True
+
     def do_GET(self):
+        if self.refused():
+            return None
         path = self.path.split("?", 1)[0].rstrip("/") or "/"
         settings = self.server.settings
         if path in ("/health", "/ping", "/v1/health/ready", "/v1/health/live"):
@@ -385,6 +442,8 @@ class Handler(BaseHTTPRequestHandler):
         return self.send_json(404, error_body("no route %s on the stand-in" % path, "NotFoundError", 404))
 
     def do_POST(self):
+        if self.refused():
+            return None
         path = self.path.split("?", 1)[0].rstrip("/")
         routes = {"/v1/chat/completions": "chat", "/v1/completions": "text", "/v1/embeddings": "embeddings"}
         if path not in routes:
@@ -519,6 +578,8 @@ def serve(argv: list[str], env: dict) -> int:
     )
     for flag in settings["ignored"]:
         log.info("stand-in ignores %s", flag)
+    if settings["api_keys"]:
+        log.info("stand-in requires an API key on %s (as vLLM's --api-key / VLLM_API_KEY)", ", ".join(GUARDED_PREFIX))
 
     def on_term(signum, frame):
         threading.Thread(target=drain_and_stop, args=(server, settings["shutdown_timeout"]), daemon=True).start()

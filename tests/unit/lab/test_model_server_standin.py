@@ -321,3 +321,48 @@ def test_vllm_version_and_unknown_subcommands():
         [sys.executable, str(SCRIPT), "--version"], capture_output=True, text=True, timeout=DEADLINE, check=False
     )
     assert out.returncode == 0 and "standin" in out.stdout
+
+
+def test_authorized_is_vllms_api_key_check():
+    """As vllm/entrypoints/serve/middleware/authenticate.py (0.34): only /v1, /v2, /inference and /cohere are
+    guarded, OPTIONS passes, the scheme is case-insensitive, any of the keys is accepted."""
+    keys = ["k1", "k2"]
+    assert standin.GUARDED_PREFIX == ("/v1", "/v2", "/inference", "/cohere")
+    for path in ("/v1/chat/completions", "/v1/models", "/v1/health/ready", "/v2/rerank", "/inference/x", "/cohere/y"):
+        assert not standin.authorized("POST", path, None, keys), path
+        assert not standin.authorized("POST", path, "Bearer nope", keys), path
+        assert not standin.authorized("POST", path, "Basic k1", keys), path
+        assert standin.authorized("POST", path, "Bearer k1", keys) and standin.authorized(
+            "GET", path, "bearer k2", keys
+        )
+        assert standin.authorized("OPTIONS", path, None, keys)
+        assert standin.authorized("POST", path, None, [])  # no key set: nothing guarded
+    for path in ("/health", "/ping", "/metrics", "/version"):
+        assert standin.authorized("GET", path, None, keys), path
+
+
+def test_the_key_comes_from_api_key_flags_before_vllm_api_key():
+    env = {"VLLM_API_KEY": "from-env"}
+    assert standin.server_settings(["--model", "m"], env)["api_keys"] == ["from-env"]
+    settings = standin.server_settings(["--model", "m", "--api-key", "a", "b", "--api-key=c", "--port", "1"], env)
+    assert settings["api_keys"] == ["a", "b", "c"] and settings["port"] == 1
+    assert not [flag for flag in settings["ignored"] if "--api-key" in flag]  # never logged as an ignored flag
+    assert standin.server_settings(["--model", "m"], {"VLLM_API_KEY": ""})["api_keys"] == []
+    with pytest.raises(ValueError, match="--api-key"):
+        standin.parse_serve_args(["--api-key"])
+
+
+def test_with_vllm_api_key_the_standin_refuses_v1_without_the_bearer_and_keeps_health_and_metrics_open(tmp_path):
+    key = "k-" + "5" * 30
+    with running(VLLM_ARGS, {"VLLM_API_KEY": key}, tmp_path / "standin.log") as (base, _proc):
+        chat = {"model": "qwen-7b", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": key}):
+            status, _h, text = call("POST", base + "/v1/chat/completions", chat, headers=headers)
+            assert (status, json.loads(text)) == (401, {"error": "Unauthorized"}), headers
+            assert call("GET", base + "/v1/models", headers=headers)[0] == 401
+        # The connection that carried a refused body still serves the next request.
+        status, _h, text = call("POST", base + "/v1/chat/completions", chat, headers={"Authorization": "Bearer " + key})
+        assert status == 200 and json.loads(text)["model"] == "qwen-7b"
+        for path in ("/health", "/ping", "/metrics", "/version"):
+            assert call("GET", base + path)[0] == 200, path
+    assert key not in (tmp_path / "standin.log").read_text()
