@@ -6,8 +6,10 @@ own router and rate limiter (lab/edge, built from the Traefik module K3s bundles
 IngressRoute rule and its rate-limit and strip-prefix Middlewares.
 
 Simulated, and named so: the model servers are stand-in backends on loopback (an OpenAI-compatible
-/v1/chat/completions that answers with the model name it was asked for), and the rendered api_base of each
-model is pointed at its stand-in instead of the cluster Service (the one change to the config); LiteLLM
+/v1/chat/completions that answers with the model name it was asked for; a vLLM model's stand-in requires the
+rendered model servers' key as vLLM does, with the lab stand-in's check, lab/node/model_server_standin.py), and the
+rendered api_base of each model is pointed at its stand-in instead of the cluster Service (the one change to the
+config); LiteLLM
 listens on a free loopback port instead of the container port. The rate limit is also run by a second edge
 whose rendered rateLimit has its average and burst lowered, so that a bounded loop reaches it. TLS and the
 network policies are not part of this test (the live tests apply the policies).
@@ -34,7 +36,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "lab"))
+sys.path.insert(0, str(ROOT / "lab" / "node"))
 import edgebuild  # noqa: E402
+import model_server_standin  # noqa: E402
 import runtime  # noqa: E402
 
 # The unit tests' helpers (running playbooks with the working tree's collection, writing a site inventory).
@@ -121,12 +125,27 @@ def wait_for(url, proc, what):
 
 
 class StandIn(BaseHTTPRequestHandler):
-    """A stand-in model server (not vLLM or NIM): answers chat completions with the model it was asked for."""
+    """A stand-in model server (not vLLM or NIM): answers chat completions with the model it was asked for. With
+    api_keys (a vLLM model's), it refuses what vLLM refuses without its key (the lab stand-in's check, 401)."""
 
     calls = None  # list shared with the test, set per server
     request_ids = []  # the X-Request-ID of each completion request, every stand-in of the module
+    api_keys = []  # the keys vLLM would be started with (VLLM_API_KEY); none: nothing is guarded
+    authorizations = None  # the Authorization header of each request, set per server
+
+    def refused(self):
+        if self.authorizations is not None:
+            self.authorizations.append(self.headers.get("Authorization"))
+        path = self.path.split("?", 1)[0]
+        if model_server_standin.authorized(self.command, path, self.headers.get("Authorization"), self.api_keys):
+            return False
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.reply({"error": "Unauthorized"}, 401)
+        return True
 
     def do_POST(self):
+        if self.refused():
+            return
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
         self.calls.append((self.path, body.get("model")))
         StandIn.request_ids.append(self.headers.get("X-Request-ID"))
@@ -148,11 +167,13 @@ class StandIn(BaseHTTPRequestHandler):
         )
 
     def do_GET(self):
+        if self.refused():
+            return
         self.reply({"object": "list", "data": []})
 
-    def reply(self, obj):
+    def reply(self, obj, status=200):
         data = json.dumps(obj).encode()
-        self.send_response(200)
+        self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -217,20 +238,29 @@ def gateway(request, tmp_path_factory):
     }
     redis_secret = one(docs, "Secret", "litellm-redis", in_ns)["stringData"]
     container = deployment["spec"]["template"]["spec"]["containers"][0]
+    # The model servers' key: the Secret the gateway's MODEL_SERVER_API_KEY names, as the litellm role writes it.
+    (key_ref,) = [e["valueFrom"]["secretKeyRef"] for e in container["env"] if e["name"] == "MODEL_SERVER_API_KEY"]
+    pod_files["model_key"] = one(docs, "Secret", key_ref["name"], in_ns)["stringData"][key_ref["key"]]
     route = one(docs, "IngressRoute", pred=lambda d: d["spec"]["entryPoints"] == ["websecure"])
     middlewares = {d["metadata"]["name"]: d["spec"] for d in docs if d["kind"] == "Middleware"}
     monitor = one(docs, "PodMonitor", "aiinfra-gateway")
 
     # Stand-ins: one per model of the rendered routing table; api_base is the only field changed.
-    servers, calls = [], {}
+    # A model whose config sends the model servers' key (the vLLM ones) gets a stand-in that requires it.
+    servers, calls, backends, authorizations, keyed = [], {}, {}, {}, []
     for entry in config["model_list"]:
         model = entry["model_name"]
-        calls[model] = []
-        handler = type("StandIn_" + model.replace("-", "_").replace(".", "_"), (StandIn,), {"calls": calls[model]})
+        calls[model], authorizations[model] = [], []
+        attributes = {"calls": calls[model], "authorizations": authorizations[model]}
+        if entry["litellm_params"].get("api_key") == "os.environ/MODEL_SERVER_API_KEY":
+            attributes["api_keys"] = [pod_files["model_key"]]
+            keyed.append(model)
+        handler = type("StandIn_" + model.replace("-", "_").replace(".", "_"), (StandIn,), attributes)
         server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
-        entry["litellm_params"]["api_base"] = "http://127.0.0.1:%d/v1" % server.server_address[1]
+        backends[model] = "http://127.0.0.1:%d" % server.server_address[1]
+        entry["litellm_params"]["api_base"] = backends[model] + "/v1"
     port, second_port = free_port(), free_port()
     log = open(tmp / "litellm.log", "w")  # noqa: SIM115 (closed at teardown)
     stack = contextlib.ExitStack()  # LiteLLM runs from here to the teardown, whatever fails in between
@@ -312,6 +342,9 @@ def gateway(request, tmp_path_factory):
             "tmp": tmp,
             "models": sorted(calls),
             "calls": calls,
+            "backends": backends,
+            "authorizations": authorizations,
+            "keyed": keyed,
             "route": route["metadata"]["name"],
             "container": container,
             "deployment": deployment,
@@ -387,10 +420,15 @@ def litellm_as_its_pod(deployment, config, pod_dir, port, master_key, log, pod_f
     args[args.index("--port") + 1] = str(port)
     env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
     assert env["AIINFRA_CONSUMERS_FILE"] == mounts["consumers"]["mountPath"] + "/consumers.json"
-    assert [e["name"] for e in container["env"] if "valueFrom" in e] == ["LITELLM_MASTER_KEY", "REDIS_PASSWORD"]
+    assert [e["name"] for e in container["env"] if "valueFrom" in e] == [
+        "LITELLM_MASTER_KEY",
+        "REDIS_PASSWORD",
+        "MODEL_SERVER_API_KEY",
+    ]
     env.update(
         LITELLM_MASTER_KEY=master_key,
         REDIS_PASSWORD=pod_files["redis_password"],
+        MODEL_SERVER_API_KEY=pod_files["model_key"],
         PATH="%s:/usr/bin:/bin" % LITELLM.parent,
     )
     uid = pod["securityContext"]["runAsUser"]
@@ -416,6 +454,40 @@ def test_a_request_without_the_key_is_refused_with_401(gateway):
     assert status == 401, text
     assert headers.get("X-Edge-Route") == gateway["route"]  # refused by LiteLLM, after the route matched
     assert all(not calls for calls in gateway["calls"].values())
+
+
+def test_the_gateway_sends_the_model_servers_key_which_a_direct_call_lacks(gateway):
+    """Issue 28, item 5: a vLLM model's server requires the key only the gateway holds (the rendered Secret, derived
+    from the master key). Through the gateway (the real LiteLLM with the rendered config and environment) the
+    request is answered, the stand-in having seen `Bearer <key>`; the same call straight to the model server, as a
+    pod that gets past the network policy would make it, is refused 401 (with a client's key too), while /health
+    and /metrics stay open for the probes and Prometheus. A NIM model's server (no API key) is never sent it."""
+    from ansible_collections.aiinfra.k3s.plugins.module_utils import gateway as gw
+
+    key = gateway["pod_files"]["model_key"]
+    assert key == gw.model_api_key(gateway["key"])
+    assert gateway["keyed"], "no vLLM model requires the key"
+    for model in gateway["models"]:
+        before = len(gateway["calls"][model])
+        status, _headers, text = chat(gateway, model, gateway["key"])
+        assert status == 200, text
+        assert len(gateway["calls"][model]) == before + 1
+        sent = gateway["authorizations"][model][-1]
+        if model in gateway["keyed"]:
+            assert sent == "Bearer " + key, model
+        else:
+            assert key not in (sent or ""), model
+    for model in gateway["keyed"]:
+        backend, before = gateway["backends"][model], len(gateway["calls"][model])
+        body = {"model": model, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 4}
+        for client_key in (None, gateway["key"], "wrong"):
+            status, _headers, text = request("POST", backend + "/v1/chat/completions", key=client_key, body=body)
+            assert (status, json.loads(text)) == (401, {"error": "Unauthorized"}), (model, client_key)
+            assert request("GET", backend + "/v1/models", key=client_key)[0] == 401
+        assert len(gateway["calls"][model]) == before  # nothing reached the model
+        assert request("POST", backend + "/v1/chat/completions", key=key, body=body)[0] == 200
+        for path in ("/health", "/metrics"):
+            assert request("GET", backend + path)[0] == 200, path
 
 
 def test_each_model_is_routed_to_its_backend_and_answered(gateway):
