@@ -11,6 +11,9 @@ arguments parsed by vLLM's own `vllm serve` parser (with VLLM_TARGET_DEVICE=cpu,
 the parser can be built), and the cache paths vLLM and its kernels' libraries compute at their first kernel build
 (FlashAttention-4's CuTe DSL cache, torch's quack kernels, inductor, triton, flashinfer, numba, the Hub cache),
 each created and written as the pod's user. The model store holds a config.json only (no weights): nothing loads.
+A fourth builds vLLM's own server app (no engine) from the rendered arguments and environment, the API key from the
+model servers' Secret (as the litellm role derives it from a test master key), and calls it in process: vLLM's own
+check refuses /v1 without the key and leaves /health and /metrics open.
 """
 
 import importlib.util
@@ -29,6 +32,8 @@ import runtime  # noqa: E402
 _spec = importlib.util.spec_from_file_location("unit_helpers", ROOT / "tests" / "unit" / "conftest.py")
 helpers = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(helpers)
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils import gateway  # noqa: E402
 
 PROBES = Path(__file__).parent / "probes"
 VLLM = runtime.VLLM_VENV.resolve() / "bin" / "vllm"
@@ -53,11 +58,25 @@ MODEL_CONFIG = {
 # Signs of a start that failed before it needed a GPU (each seen in a failing run of a wrong contract).
 EARLY_FAILURES = ("getpwuid", "Read-only file system", "Permission denied", "unrecognized arguments", "No such file")
 NO_GPU = "RuntimeError: Failed to infer device type"
+# The model servers' key, as the litellm role derives it from the master key (a test one here): the value the pods
+# get from the Secret their VLLM_API_KEY names (render.yml writes no Secret without render_secrets).
+MASTER_KEY = "sk-" + "0a1b2c3d4e5f6a7b8c9d" * 2
+MODEL_KEY = gateway.model_api_key(MASTER_KEY)
 
 
 def pods(site_id, tmp):
     """Each rendered vLLM server as the sandbox runs it: name, argv, env, uid, volumes, and the pod spec."""
     docs = helpers.render_site(SITES[site_id], tmp)
+    (gateway_pod,) = [
+        d["spec"]["template"]["spec"]
+        for d in docs
+        if d["kind"] == "Deployment" and d["metadata"]["labels"]["app.kubernetes.io/component"] == "gateway"
+    ]
+    (secret,) = [
+        e["valueFrom"]["secretKeyRef"]["name"]
+        for e in gateway_pod["containers"][0]["env"]
+        if e["name"] == "MODEL_SERVER_API_KEY"
+    ]
     config_maps = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ConfigMap"}
     out = []
     for sts in docs:
@@ -88,13 +107,17 @@ def pods(site_id, tmp):
             else:
                 pytest.fail("%s mounts %s, which the sandbox cannot provide yet" % (name, mount["name"]))
             mounts.append((host, mount["mountPath"], read_only))
-        assert all("value" in e for e in container["env"]), "a vLLM server reads no Secret"
+        # The one Secret a vLLM server reads: the model servers' key (issue 28, item 5), as VLLM_API_KEY.
+        refs = [e for e in container["env"] if "value" not in e]
+        assert refs == [{"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": secret, "key": "api-key"}}}]
+        env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+        env["VLLM_API_KEY"] = MODEL_KEY
         out.append(
             {
                 "name": name,
                 "argv": [str(VLLM), "serve", *container["args"]],
                 "args": container["args"],
-                "env": {e["name"]: e["value"] for e in container["env"]},
+                "env": env,
                 "uid": pod["securityContext"]["runAsUser"],
                 "volumes": mounts,
                 "pod": pod,
@@ -170,3 +193,25 @@ def test_every_cache_is_written_under_tmp_as_the_pod_user(servers):
         caches = json.loads(lines[0][len("CACHES ") :])
         wrong = {name: path for name, path in caches.items() if not path.startswith("/tmp/")}
         assert not wrong, (server["name"], wrong)
+
+
+def test_vllm_refuses_v1_without_the_model_servers_key_and_leaves_probes_open(servers):
+    """vLLM's own app, built from each server's rendered arguments and environment (VLLM_API_KEY from the Secret):
+    401 on /v1 without the key or with another (a client's key included), through with it; /health and /metrics,
+    which the probes and Prometheus call without a key, are not refused. vLLM's check guards only /v1, /v2,
+    /inference and /cohere: /invocations and /tokenize are not refused either (docs/security.md: only the network
+    policy keeps callers other than the gateway and Prometheus from them)."""
+    for server in servers:
+        argv = [str(PYTHON), "/opt/aiinfra-probes/auth.py", MODEL_KEY, *server["args"]]
+        env = dict(server["env"], VLLM_TARGET_DEVICE="cpu")
+        status, output = run(server, argv, env, [(PROBES, "/opt/aiinfra-probes", True)])
+        lines = [line for line in output.splitlines() if line.startswith("AUTH ")]
+        assert status == 0 and lines, output[-3000:]
+        answers = json.loads(lines[0][len("AUTH ") :])
+        assert MODEL_KEY not in output
+        for path in ("POST /v1/chat/completions", "POST /v1/completions", "GET /v1/models"):
+            assert answers[path + " none"] == 401 and answers[path + " wrong"] == 401, (server["name"], answers)
+            assert answers[path + " key"] != 401, (server["name"], answers)
+        for path in ("GET /health", "GET /metrics", "POST /invocations", "POST /tokenize"):
+            assert answers[path + " none"] != 401, (server["name"], path, answers)
+        assert answers["GET /metrics none"] == 200
