@@ -102,7 +102,8 @@ VARIABLES = (
     "cert_manager_acme_email",
     "monitoring_enabled",
     "monitoring_token_prices",
-) + firewall.PLAN_VARIABLES
+    *firewall.PLAN_VARIABLES,
+)
 # Read only when the run handles secrets; never copied into the plan.
 SECRET_VARIABLES = (
     "litellm_master_key",
