@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, aiinfra.k3s developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The drill's availability arithmetic per phase: share of requests answered, p95 latency, longest outage.
+"""The drill's availability arithmetic per phase: share of requests answered, p50/p95/p99 latency, longest outage.
 Plain functions over the request records that drill.run_load returns."""
 
 import math
@@ -29,7 +29,7 @@ def longest_outage(records):
 
 
 def availability(records, phases):
-    """Per phase: requests, answered, availability %, p95 latency of answered requests, longest outage.
+    """Per phase: requests, answered, availability %, p50/p95/p99 latency of answered requests, longest outage.
 
     phases: [{name, start}] in time order; a phase lasts until the next one starts (the last until the end).
     A request belongs to the phase in which its answer (or failure) came: one in flight when a fault is
@@ -46,7 +46,9 @@ def availability(records, phases):
                 "requests": len(inside),
                 "answered": len(answered),
                 "availability": round(100.0 * len(answered) / len(inside), 2) if inside else None,
+                "p50_latency_s": percentile([r["latency"] for r in answered], 0.50),
                 "p95_latency_s": percentile([r["latency"] for r in answered], 0.95),
+                "p99_latency_s": percentile([r["latency"] for r in answered], 0.99),
                 "longest_outage_s": round(longest_outage(inside), 3),
             }
         )

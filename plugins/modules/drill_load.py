@@ -52,6 +52,19 @@ options:
   ca_file:
     description: CA bundle that signs the site's certificate (private CA); the system store when empty.
     type: path
+  validate_certs:
+    description:
+      - Check the site's certificate (against O(ca_file) or the system store) and its name. V(false) only where
+        the site has no certificate a client could check yet (the lab's Traefik before cert-manager issues one); the
+        traffic is still encrypted.
+    type: bool
+    default: true
+  connect_to:
+    description:
+      - Send the requests to this address (C(host:port), C([v6]:port) or a host) instead of the URL's host, which
+        stays the Host header and the TLS server name, like curl's C(--connect-to). For one node's edge (a NodePort,
+        where no load balancer runs) or a site whose DNS does not point at it yet.
+    type: str
   records_file:
     description: Where the records are written (JSON list).
     type: path
@@ -114,6 +127,8 @@ def main():
             "headers": {"type": "dict", "default": {}, "no_log": True},
             "body": {"type": "str", "default": ""},
             "ca_file": {"type": "path"},
+            "validate_certs": {"type": "bool", "default": True},
+            "connect_to": {"type": "str"},
             "records_file": {"type": "path", "required": True},
             "stop_file": {"type": "path"},
         },
@@ -134,6 +149,8 @@ def main():
             p["body"],
             p["ca_file"],
             stop=(lambda: os.path.exists(stop_file)) if stop_file else None,
+            validate_certs=p["validate_certs"],
+            connect_to=p["connect_to"],
         )
         write_records(p["records_file"], records)
     except (ValueError, OSError) as exc:

@@ -625,6 +625,52 @@ def test_killing_a_gateway_pod_under_load_is_measured(client_ns):
     assert results[-1][1] == 200, results[-10:]
 
 
+def drill_run(records: Path) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    """playbooks/drill.yml on the lab as an operator runs it, its load sent to a GPU node's Traefik NodePort under
+    the site's name (drill_connect_to): the process and the drill's own report (drill_report)."""
+    proc = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "ansible-playbook"), str(ROOT / "playbooks" / "drill.yml"),
+         "-i", str(ROOT / "inventories" / "lab"), "-e", f"drill_kubeconfig={KUBECONFIG}",
+         "-e", "drill_confirm=yes-inject-faults-on-lab", "-e", f"drill_connect_to={node_address()}:{EDGE_HTTPS}",
+         # No certificate is issued in the lab yet (no cert-manager runs): the traffic is TLS, unchecked.
+         "-e", "drill_validate_certs=false",
+         # Under the lab's per-key edge budget (5/s): the drill measures faults, not the rate limit.
+         "-e", "drill_rate=3", "-e", "drill_phase_seconds=30", "-e", "drill_min_availability=99.5",
+         "-e", f"drill_records_file={records}"],
+        capture_output=True, text=True, timeout=900, check=False,
+        env=dict(ENV, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"),
+    )  # fmt: skip
+    report = []
+    try:
+        plays = json.loads(proc.stdout)["plays"]
+    except ValueError:
+        return proc, report
+    for play in plays:
+        for task in play["tasks"]:
+            for host in task["hosts"].values():
+                report = host.get("ansible_facts", {}).get("drill_report", report)
+    return proc, report
+
+
+def test_the_drill_through_the_real_traefik_keeps_the_site_answering(tmp_path):
+    """Issue 26 item 6: drill.yml's bounded load goes HTTPS through the real Traefik (a GPU node's NodePort, the
+    site's name as SNI and Host) to the gateway and a model server, while the drill deletes a gateway pod, then a
+    model-server pod, then drains a GPU node (and uncordons it). Its own report gives availability and p50/p95/p99
+    latency per phase; every phase keeps at least 99.5 % (the drill's threshold fails the run otherwise)."""
+    proc, report = drill_run(tmp_path / "drill.json")
+    for phase in report:
+        print(
+            f"\n[lab-live] drill {phase['phase']:<13} {phase['answered']}/{phase['requests']} answered "
+            f"({phase['availability']} %), latency p50 {phase['p50_latency_s']:.3f} s, p95 {phase['p95_latency_s']:.3f}"
+            f" s, p99 {phase['p99_latency_s']:.3f} s, longest outage {phase['longest_outage_s']} s"
+        )
+    phases = ["baseline", "gateway-pod-deleted", "model-pod-deleted", "node-drained"]
+    assert [p["phase"] for p in report] == phases, proc.stdout[-3000:]
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert all(p["requests"] >= 60 and p["availability"] >= 99.5 for p in report), report
+    assert not any(n["spec"].get("unschedulable") for n in get("nodes")["items"]), "the drill left a node cordoned"
+
+
 def ready_model_pods(off: str = "") -> list[dict]:
     """Model server pods that are Running and Ready, not being deleted, and not on node `off`."""
     return [

@@ -177,3 +177,86 @@ def test_module_records_to_a_file_and_never_returns_the_key(server, tmp_path):
         check=True,
     )
     assert rc == 0 and result["requests"] == 0 and not (tmp_path / "x").exists()
+
+
+class Named(BaseHTTPRequestHandler):
+    """Records the Host header and the TLS server name each request came with."""
+
+    seen = []
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        Named.seen.append((self.headers.get("Host"), getattr(self.server, "sni", None)))
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def tls_gateway(tmp_path):
+    """A loopback HTTPS server whose certificate names only gateway.example.test (self-signed, made by openssl)."""
+    import shutil
+    import ssl
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1",
+         "-subj", "/CN=gateway.example.test", "-addext", "subjectAltName=DNS:gateway.example.test",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Named)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+
+    def remember(sock, name, _ctx):
+        httpd.sni = name
+
+    context.sni_callback = remember
+    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    Named.seen.clear()
+    yield httpd.server_address[1], str(cert)
+    httpd.shutdown()
+    httpd.server_close()
+
+
+# (ca file?, validate_certs, status): the URL names the site, the request goes to 127.0.0.1.
+CONNECT_TO_CASES = {
+    "the site's CA checks the certificate and its name": (True, True, 200),
+    "no CA the certificate chains to": (False, True, 0),
+    "not checked (validate_certs false)": (False, False, 200),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONNECT_TO_CASES))
+def test_connect_to_keeps_the_sites_name_for_tls_and_the_host_header(tls_gateway, case):
+    port, cert = tls_gateway
+    with_ca, validate, expected = CONNECT_TO_CASES[case]
+    url = f"https://gateway.example.test:{port}/api/litellm/v1/chat/completions"
+    status, error = drill.send(url, {"Content-Type": "application/json"}, "{}", 5, cert if with_ca else None,
+                               validate, f"127.0.0.1:{port}")  # fmt: skip
+    assert status == expected, error
+    if expected == 200:
+        assert Named.seen[-1] == (f"gateway.example.test:{port}", "gateway.example.test")
+    else:
+        assert "CERTIFICATE_VERIFY_FAILED" in error
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("192.0.2.7:30443", ("192.0.2.7", 30443)),
+        ("[2001:db8::7]:443", ("2001:db8::7", 443)),
+        ("node-1", ("node-1", 8443)),
+    ],
+)
+def test_connect_to_addresses(text, expected):
+    assert drill.split_address(text, 8443) == expected
