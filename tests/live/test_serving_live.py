@@ -2,6 +2,7 @@
 the real scheduler and controllers made of them. Simulated: kwok plays the kubelets, so "Running" means
 scheduled and admitted, not a container that ran; no image is pulled and no GPU exists."""
 
+import base64
 import hashlib
 import json
 import os
@@ -12,8 +13,11 @@ import pytest
 import yaml
 from conftest import ROOT, helpers, run_playbook, stage_entries
 
+from ansible_collections.aiinfra.k3s.plugins.module_utils import gateway  # importable once conftest ran
+
 SITES = yaml.safe_load((Path(__file__).parent / "sites.yml").read_text())
 GPU_TAINT_KEY = "nvidia.com/gpu"
+MODEL_KEY_SECRET = "litellm-ha-model-api-key"  # the site plan's model_auth.secret (litellm_deployment_name litellm-ha)
 SECRETS = {
     "litellm_master_key": "sk-3e8b1d6f9a2c4e7b0d5f8a1c3e6b9d2f4a7c",
     "nim_ngc_api_key": "nvapi-7Hq2Lm9Xw4Rt8Yp3Kd6Fz1Vb5Nc0Gs",
@@ -224,7 +228,8 @@ def test_a_new_master_key_rolls_the_gateway_without_a_digest_of_the_key(live, ap
     """Issue 28, item 9: the gateway's pod template carried sha256(master key:Redis password), which anyone who may
     read Deployments could test guesses against. It now carries the resourceVersions of the Secrets (set after they
     are applied): unchanged on a second apply (test_a_second_apply_changes_nothing), new with a new key, so the
-    gateway and its Redis roll."""
+    gateway and its Redis roll. Item 5: the model servers' key (derived from the master key) is in its Secret, and
+    the vLLM servers, which read it at start, roll with the gateway."""
     site = applied[0]
     if site["id"] != "three-gpu-nodes":
         pytest.skip("one site is enough")
@@ -236,15 +241,32 @@ def test_a_new_master_key_rolls_the_gateway_without_a_digest_of_the_key(live, ap
     def versions():
         return {
             n: live.get("secret", "-n", ns, n)["metadata"]["resourceVersion"]
-            for n in ("litellm-master-key", "litellm-redis")
+            for n in ("litellm-master-key", "litellm-redis", MODEL_KEY_SECRET)
         }
+
+    def model_servers():
+        return {
+            d["metadata"]["name"]: (d["spec"]["template"]["metadata"].get("annotations") or {}).get(
+                "aiinfra.io/secret-versions"
+            )
+            for d in live.items("deployment", "-n", ns, "-l", "app.kubernetes.io/component=vllm")
+        }
+
+    def gateway_versions(rv):
+        return "%s=%s,litellm-master-key=%s,litellm-redis=%s" % (
+            MODEL_KEY_SECRET,
+            rv[MODEL_KEY_SECRET],
+            rv["litellm-master-key"],
+            rv["litellm-redis"],
+        )
 
     before, redis_before = annotations("litellm-ha"), annotations("litellm-ha-redis")
     rv = versions()
-    assert before["aiinfra.io/secret-versions"] == "litellm-master-key=%s,litellm-redis=%s" % (
-        rv["litellm-master-key"],
-        rv["litellm-redis"],
-    )
+    assert before["aiinfra.io/secret-versions"] == gateway_versions(rv)
+    servers_before = model_servers()
+    assert servers_before and set(servers_before.values()) == {"%s=%s" % (MODEL_KEY_SECRET, rv[MODEL_KEY_SECRET])}
+    data = live.get("secret", "-n", ns, MODEL_KEY_SECRET)["data"]
+    assert base64.b64decode(data["api-key"]).decode() == gateway.model_api_key(SECRETS["litellm_master_key"])
     assert redis_before["aiinfra.io/secret-versions"] == "litellm-redis=%s" % rv["litellm-redis"]
     assert "aiinfra.io/secret-sha256" not in before and "aiinfra.io/secret-sha256" not in redis_before
     text = json.dumps(live.get("deployment", "-n", ns, "litellm-ha"))
@@ -264,10 +286,12 @@ def test_a_new_master_key_rolls_the_gateway_without_a_digest_of_the_key(live, ap
         assert after["aiinfra.io/secret-versions"] != before["aiinfra.io/secret-versions"]
         assert redis_after["aiinfra.io/secret-versions"] != redis_before["aiinfra.io/secret-versions"]
         rv = versions()
-        assert after["aiinfra.io/secret-versions"] == "litellm-master-key=%s,litellm-redis=%s" % (
-            rv["litellm-master-key"],
-            rv["litellm-redis"],
-        )
+        assert after["aiinfra.io/secret-versions"] == gateway_versions(rv)
+        servers_after = model_servers()
+        assert set(servers_after.values()) == {"%s=%s" % (MODEL_KEY_SECRET, rv[MODEL_KEY_SECRET])}
+        assert servers_after != servers_before
+        data = live.get("secret", "-n", ns, MODEL_KEY_SECRET)["data"]
+        assert base64.b64decode(data["api-key"]).decode() == gateway.model_api_key(rotated["litellm_master_key"])
     finally:  # the next tests expect the site as applied
         extra = [*sources[2:], "-e", json.dumps({**SECRETS, "aiinfra_namespace": ns}), *base]
         proc, _result = run_playbook("apply.yml", sources[1], live, extra=extra)
