@@ -31,7 +31,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: One entry per phase (phase, requests, answered, availability, p50_latency_s, p95_latency_s, p99_latency_s, longest_outage_s).
+  description:
+    - One entry per phase (phase, requests, answered, availability, p50_latency_s, p95_latency_s, p99_latency_s,
+      longest_outage_s).
   type: list
   elements: dict
 """
