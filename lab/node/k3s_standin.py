@@ -11,6 +11,8 @@ the way it installs K3s (verified airgap path), and starts it with the unit it w
                                                         kube-scheduler on this node, then everything an agent runs
     k3s agent --config /etc/rancher/k3s/config.yaml    containerd (airgap images imported), kubelet (TLS
                                                         bootstrap), flannel (vxlan), kube-proxy (iptables)
+    k3s etcd-snapshot save [--name N]                   the server's etcd saved through etcd's own snapshot API,
+                                                        named and logged as K3s does (<N>-<node>-<unix time>)
 
 How an agent joins without K3s's supervisor: the cluster token derives a Kubernetes bootstrap token (the same
 on every node); the agent reads kube-public/cluster-info anonymously and trusts the CA in it only when the
@@ -422,12 +424,15 @@ def sd_notify(message: str) -> None:
         sock.sendall(message.encode())
 
 
-def write(path: Path, text: str, mode: int = 0o644) -> None:
+def write(path: Path, text: str | bytes, mode: int = 0o644) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.touch(mode=mode)
     tmp.chmod(mode)
-    tmp.write_text(text)
+    if isinstance(text, bytes):
+        tmp.write_bytes(text)
+    else:
+        tmp.write_text(text)
     tmp.replace(path)
 
 
@@ -512,8 +517,10 @@ def make_pki(s: dict, ip: str) -> None:
     make_cert("client-scheduler", "/CN=system:kube-scheduler", client_ext)
     make_cert("client-kube-apiserver", "/O=system:masters/CN=system:apiserver", client_ext)
     # etcd: serving on loopback and client certificates required (hostNetwork pods share this namespace).
+    # clientAuth too: etcd's JSON gateway (the stand-in's etcd-snapshot) dials etcd itself with this certificate.
     etcd_ext = (
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth"
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nkeyUsage=critical,digitalSignature\n"
+        "extendedKeyUsage=serverAuth,clientAuth"
     )
     make_cert("etcd-server", "/CN=etcd", etcd_ext)
     make_cert("etcd-client", "/CN=kube-apiserver-etcd-client", client_ext)
@@ -996,7 +1003,65 @@ def sandbox_image() -> str:
     return ref.read_text().strip() if ref.exists() else "localhost/aiinfra-lab/pause:lab"
 
 
+def snapshot_chunks(stream) -> bytes:
+    """The snapshot's bytes from etcd's JSON gateway stream of {"result": {"blob": base64, ...}} objects."""
+    decoder, text, out = json.JSONDecoder(), "", bytearray()
+    for piece in stream:
+        text += piece.decode() if isinstance(piece, bytes) else piece
+        while text.strip():
+            try:
+                obj, end = decoder.raw_decode(text.lstrip())
+            except ValueError:
+                break  # an object cut by the read: wait for the rest
+            text = text.lstrip()[end:]
+            if "error" in obj:
+                raise SystemExit(f"{NAME}: etcd refused the snapshot: {obj['error']}")
+            out += base64.b64decode((obj.get("result") or {}).get("blob") or "")
+    if text.strip():
+        raise SystemExit(f"{NAME}: the snapshot stream ended inside an object")
+    return bytes(out)
+
+
+def snapshot_is_whole(data: bytes) -> bool:
+    """etcd appends the sha256 of the database to a snapshot (etcdctl snapshot save checks it the same way)."""
+    return len(data) > 32 and hashlib.sha256(data[:-32]).digest() == data[-32:]
+
+
+def etcd_snapshot(argv: list[str], config: dict) -> int:
+    """`k3s etcd-snapshot save [--name N]`, as K3s names and reports it: <name>-<node>-<unix time> in
+    etcd-snapshot-dir (default <data-dir>/server/db/snapshots), "Snapshot <that> saved." on success. The stand-in
+    reads the database through etcd's own Maintenance/Snapshot API (its JSON gateway, over loopback with the
+    client certificate) and keeps only a snapshot whose appended sha256 matches."""
+    if not argv or argv[0] != "save":
+        print("usage: k3s etcd-snapshot save [--name NAME]  (the stand-in has no other etcd-snapshot command)",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    name = argv[argv.index("--name") + 1] if "--name" in argv else "on-demand"
+    directory = Path(config.get("etcd-snapshot-dir") or SERVER / "db" / "snapshots")
+    if not (SERVER / "db" / "etcd").is_dir():
+        print(f"{NAME}: no etcd here ({SERVER / 'db' / 'etcd'}): etcd-snapshot needs a running server", file=sys.stderr)
+        return 1
+    context = ssl.create_default_context(cafile=str(TLS / "server-ca.crt"))
+    context.load_cert_chain(str(TLS / "etcd-client.crt"), str(TLS / "etcd-client.key"))
+    request = urllib.request.Request("https://127.0.0.1:2379/v3/maintenance/snapshot", data=b"{}", method="POST")
+    with urllib.request.urlopen(request, context=context, timeout=300) as response:
+        data = snapshot_chunks(iter(lambda: response.read(65536), b""))
+    if not snapshot_is_whole(data):
+        print(f"{NAME}: the snapshot's sha256 does not match its data ({len(data)} bytes): not saved", file=sys.stderr)
+        return 1
+    full = f"{name}-{socket.gethostname()}-{int(time.time())}"
+    directory.mkdir(parents=True, exist_ok=True)
+    os.chmod(directory, 0o700)
+    write(directory / full, data, 0o600)
+    print(f'level=info msg="Snapshot {full} saved."', file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv and argv[0] == "etcd-snapshot":
+        config_path = Path("/etc/rancher/k3s/config.yaml")
+        config = (yaml.safe_load(config_path.read_text()) or {}) if config_path.exists() else {}
+        return etcd_snapshot(argv[1:], config)
     if not argv or argv[0] not in ("server", "agent"):
         print(f"usage: k3s server|agent --config FILE  ({NAME}: the lab's stand-in for K3s, not K3s)", file=sys.stderr)
         return 2

@@ -194,3 +194,48 @@ def test_encryption_config_keeps_identity_for_reading_old_data():
 )
 def test_jws_verify_matches_the_upstream_vectors(content, secret, signature, valid):
     assert standin.jws_verify(signature, content, "joshua", secret) is valid
+
+
+def snapshot_bytes(db: bytes) -> bytes:
+    import hashlib
+
+    return db + hashlib.sha256(db).digest()
+
+
+def gateway_stream(data: bytes, size: int, cut: int) -> list[bytes]:
+    """etcd's JSON gateway stream of a snapshot (one {"result": {...}} object per chunk), read in `cut`-byte pieces."""
+    import base64
+    import json
+
+    text = "".join(
+        json.dumps(
+            {
+                "result": {
+                    "remaining_bytes": str(len(data) - i - size),
+                    "blob": base64.b64encode(data[i : i + size]).decode(),
+                }
+            }
+        )
+        + "\n"
+        for i in range(0, len(data), size)
+    ).encode()
+    return [text[i : i + cut] for i in range(0, len(text), cut)]
+
+
+@pytest.mark.parametrize("cut", [7, 64, 100000])
+def test_a_snapshot_is_read_back_whole_from_the_gateway_stream_however_it_is_cut(cut):
+    data = snapshot_bytes(bytes(range(256)) * 40)
+    assert standin.snapshot_chunks(gateway_stream(data, 1000, cut)) == data
+    assert standin.snapshot_is_whole(data)
+
+
+def test_a_snapshot_whose_hash_does_not_match_is_refused():
+    data = bytearray(snapshot_bytes(b"etcd database" * 100))
+    data[10] ^= 1
+    assert not standin.snapshot_is_whole(bytes(data))
+    assert not standin.snapshot_is_whole(b"short")
+
+
+def test_an_error_in_the_stream_stops_the_snapshot():
+    with pytest.raises(SystemExit, match="etcd refused the snapshot"):
+        standin.snapshot_chunks([b'{"error": {"grpc_code": 14, "message": "unavailable"}}'])
