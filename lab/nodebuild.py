@@ -20,6 +20,12 @@ each version below), or the nearest the proxy serves. The last line of `build` i
     Traefik chart runs), built inside a copy of its module with named omissions: no ACME DNS-challenge providers
     (their cloud SDKs are refused by the proxy), no dashboard web UI (not in the module), and a local copy of its
     nested dynamic/ext module (not served; empty extension structs upstream);
+  * cert-manager-controller: cert-manager's controllers (github.com/cert-manager/cert-manager at the collection's
+    cert_manager_chart_version) built inside a copy of its module with the LAB'S OWN main package
+    (lab/certmanager/controller): upstream's main lives in the nested module .../cmd/controller, which the module
+    zip leaves out and the proxy does not serve; the lab's main starts cert-manager's own Certificate,
+    CertificateRequest (approver, CA, SelfSigned), Issuer and ClusterIssuer controllers, not ACME, Vault, Venafi,
+    the CSR signers or the shims; no webhook, no cainjector;
   * pause (lab/node/pause: the lab's Go build of the pause container's behaviour, not the upstream C binary);
   * aiinfra-lab-device-plugin (lab/node/deviceplugin: a STAND-IN NVIDIA device plugin, no GPU);
   * versions.json: per binary, {"module", "version", "k3s_carries", "note"}.
@@ -93,6 +99,19 @@ TRAEFIK_EDITS = (
         'providers", p.DNSChallenge.Provider)',
     ),
 )
+# cert-manager: the release the collection pins (roles/cert_manager/defaults/main.yml, cert_manager_chart_version;
+# the proxy serves it). Its controller's main package and the app/options packages it wires the controllers with
+# are in the nested module github.com/cert-manager/cert-manager/cmd/controller (make/server.mk builds
+# `cd cmd/controller && go build main.go`; its go.mod replaces the main module with ../../): the main module's
+# zip leaves cmd/ out, and the proxy answers 404 for .../cmd/controller/@v/<version>.info. So the lab writes its
+# own main package (lab/certmanager/controller: a few of the upstream flags, leader election on the upstream lease,
+# the controllers started as upstream's app starts them) into a copy of the main module and builds it there, with
+# the module's own go.sum. The controllers are cert-manager's code, registered by the packages the lab's main
+# imports (its header lists them).
+CERT_MANAGER_MODULE = "github.com/cert-manager/cert-manager"
+CERT_MANAGER_DEFAULTS = ROOT / "roles" / "cert_manager" / "defaults" / "main.yml"
+CERT_MANAGER_MAIN = ("cmd/aiinfra-lab-controller", ROOT / "lab" / "certmanager" / "controller")
+CERT_MANAGER_BINARY = "cert-manager-controller"
 ETCD_K3S = "v3.6.14-k3s1"
 LOCAL_PROGRAMS = ("pause", "deviceplugin")  # directories under lab/node
 CONTROL_PLANE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd")
@@ -167,7 +186,18 @@ def traefik_version(k3s_version: str) -> str:
         ) from None
 
 
-def components(k3s_version: str, etcd_version: str, sources: str) -> list[Component]:
+def cert_manager_version(defaults_text: str) -> str:
+    """cert_manager_chart_version of the cert_manager role's defaults (the chart and app versions are the same)."""
+    for line in defaults_text.splitlines():
+        key, _, value = line.partition(":")
+        if key == "cert_manager_chart_version":
+            version = value.split("#", 1)[0].strip().strip("\"'")
+            if version.startswith("v"):
+                return version
+    raise BuildError("no cert_manager_chart_version vX.Y.Z in roles/cert_manager/defaults/main.yml")
+
+
+def components(k3s_version: str, etcd_version: str, sources: str, cm_version: str | None = None) -> list[Component]:
     """Everything the bin directory holds, in build order (cheap first, containerd last). A binary whose
     package is "" is copied from kubebuild's output, not built here."""
     kube = kubebuild.kubernetes_version(k3s_version)
@@ -181,6 +211,7 @@ def components(k3s_version: str, etcd_version: str, sources: str) -> list[Compon
     fl_mod, fl_ver, fl_k3s = FLANNEL
     dns_mod, dns_ver, dns_k3s = COREDNS
     tr_mod, tr_ver = TRAEFIK_MODULE, traefik_version(k3s_version)
+    cm_ver = cm_version or cert_manager_version(CERT_MANAGER_DEFAULTS.read_text())
     return [
         Component(
             "control-plane",
@@ -281,6 +312,20 @@ def components(k3s_version: str, etcd_version: str, sources: str) -> list[Compon
             in_module=True,
             edits=TRAEFIK_EDITS,
             nested=TRAEFIK_EXT,
+        ),
+        Component(
+            "cert-manager",
+            CERT_MANAGER_MODULE,
+            cm_ver,
+            {CERT_MANAGER_BINARY: "./" + CERT_MANAGER_MAIN[0]},
+            None,
+            "the collection's cert_manager_chart_version (K3s bundles no cert-manager); cert-manager's own controllers "
+            "(Certificates, CertificateRequests: approver, CA, SelfSigned; Issuers, ClusterIssuers) started by the "
+            "LAB'S OWN main package (lab/certmanager/controller), as upstream's cmd/controller module is not served "
+            "by the proxy; no ACME, Vault, Venafi, CSR signers or shims; no webhook, no cainjector",
+            xflags={"main.Version": cm_ver},
+            in_module=True,
+            nested=CERT_MANAGER_MAIN,
         ),
         Component(
             "containerd",

@@ -6,10 +6,10 @@
     nodeimages.py refs [--bin DIR]  print images.json (role -> image reference) without building: the refs the
                                     recipe for DIR gives, else those of the last build
 
-DIR holds static binaries built by lab/nodebuild.py (.cache/node/<key>/bin): `pause`, `coredns`, `traefik`, and
-versions.json. Images (all `localhost/aiinfra-lab/<name>:<tag>`, labelled as lab builds; tags: the version the
-collection or versions.json gives, else the fixed tag `lab` that inventories/lab names, each build told apart by
-its io.aiinfra.image.recipe label):
+DIR holds static binaries built by lab/nodebuild.py (.cache/node/<key>/bin): `pause`, `coredns`, `traefik`,
+`cert-manager-controller`, and versions.json. Images (all `localhost/aiinfra-lab/<name>:<tag>`, labelled as lab
+builds; tags: the version the collection or versions.json gives, else the fixed tag `lab` that inventories/lab
+names, each build told apart by its io.aiinfra.image.recipe label):
 
   pause                 FROM scratch, the lab's pause binary as entrypoint
   coredns               FROM scratch, /coredns as entrypoint, tagged with its version from versions.json
@@ -17,6 +17,10 @@ its io.aiinfra.image.recipe label):
                         FROM scratch, /traefik as entrypoint: the REAL Traefik proxy at the release K3s installs,
                         built without the ACME DNS-challenge providers and the dashboard's web UI (the name says
                         so; lab/nodebuild.py)
+  cert-manager-controller-only-ca-selfsigned-labmain
+                        FROM scratch, /cert-manager-controller as entrypoint, USER 65532:65532: cert-manager's
+                        controllers at the collection's cert_manager_chart_version, started by the lab's own main
+                        package, CA and SelfSigned issuers only; no webhook or cainjector image (lab/nodebuild.py)
   litellm               the REAL LiteLLM proxy (PyPI, the release roles/litellm/defaults/main.yml pins, with the
                         proxy requirements frozen in tests/gateway/requirements-litellm.txt) in a venv on Debian
   model-server-standin  a STAND-IN for the vLLM and NIM images (lab/node/model_server_standin.py), Debian python3
@@ -134,7 +138,16 @@ def labels(title: str, description: str, version: str, standin: bool) -> dict[st
 
 
 # Scratch images named for what their build leaves out (nodebuild's versions.json note says what).
-SCRATCH_NAMES = {"traefik": "traefik-no-acme-dns-no-webui"}
+CERT_MANAGER_ROLE = "cert-manager-controller"
+SCRATCH_NAMES = {
+    "traefik": "traefik-no-acme-dns-no-webui",
+    # cert-manager's controller only (no webhook, no cainjector image), with the lab's own main package and only the
+    # CA and SelfSigned issuers (lab/nodebuild.py)
+    CERT_MANAGER_ROLE: "cert-manager-controller-only-ca-selfsigned-labmain",
+}
+# Scratch images with a (numeric, non-root) user of their own, as upstream's distroless images have.
+SCRATCH_USERS = {CERT_MANAGER_ROLE: "65532:65532"}
+SCRATCH_ROLES = ("pause", "coredns", "traefik", CERT_MANAGER_ROLE)
 
 
 def scratch_spec(role: str, binary: Path, digest: str, version: str | None, note: str | None = None) -> dict:
@@ -156,6 +169,7 @@ def scratch_spec(role: str, binary: Path, digest: str, version: str | None, note
         "env": {},
         "expose": [],
         "labels": labels(f"aiinfra-lab {name}", what.strip(), tag, False),
+        **({"user": SCRATCH_USERS[role]} if role in SCRATCH_USERS else {}),
     }
 
 
@@ -299,6 +313,8 @@ def changes(spec: dict) -> list[str]:
         out.append("CMD " + json.dumps(spec["cmd"]))
     out += [f"ENV {k}={v}" for k, v in sorted(spec["env"].items())]
     out += [f"EXPOSE {p}" for p in spec["expose"]]
+    if spec.get("user"):
+        out.append(f"USER {spec['user']}")
     out += [f"LABEL {k}={v}" for k, v in sorted(spec["labels"].items())]
     return out
 
@@ -368,6 +384,8 @@ def inventory_lines(refs: dict[str, str]) -> list[str]:
         out.append(f"# CoreDNS image, node side: {refs['coredns']}")
     if "traefik" in refs:
         out.append(f"# Traefik image (the lab's Traefik manifests, lab/k3sbundle.py): {refs['traefik']}")
+    if CERT_MANAGER_ROLE in refs:
+        out.append(f"# cert-manager controller image (the lab's cert-manager manifests): {refs[CERT_MANAGER_ROLE]}")
     return out
 
 
@@ -390,7 +408,7 @@ def sha256_file(path: Path) -> str:
 def specs_for(bin_dir: Path) -> tuple[list[dict], list[str]]:
     """Every image's spec (tag, ref and recipe label set), and the binaries DIR lacks (their images are left out)."""
     versions, missing, specs = read_versions(bin_dir), [], []
-    for role in ("pause", "coredns", "traefik"):
+    for role in SCRATCH_ROLES:
         binary = bin_dir / role
         if binary.is_file():
             note = (versions.get(role) or {}).get("note") if isinstance(versions.get(role), dict) else None

@@ -5,11 +5,13 @@ import sys
 
 import nodebuild
 import pytest
+import yaml
 
 K3S = "v1.36.4+k3s1"
 SOURCES = "0123456789abcdef" * 4
 NODE_BINARIES = {
     "traefik",
+    "cert-manager-controller",
     "kubelet",
     "kube-proxy",
     "kubectl",
@@ -227,3 +229,44 @@ def test_the_traefik_built_is_the_one_the_k3s_release_installs():
     assert traefik.xflags == {"github.com/traefik/traefik/v3/pkg/version.Version": "v3.7.8"}
     with pytest.raises(nodebuild.BuildError, match="K3S_EMBEDDED"):
         nodebuild.traefik_version("v1.30.0+k3s1")
+
+
+def test_the_cert_manager_built_is_the_release_the_collection_pins():
+    cm = next(c for c in comps() if c.name == "cert-manager")
+    defaults = yaml.safe_load((nodebuild.ROOT / "roles" / "cert_manager" / "defaults" / "main.yml").read_text())
+    assert cm.version == defaults["cert_manager_chart_version"]  # the proxy serves it: no nearest patch needed
+    assert (cm.module, cm.k3s_carries) == ("github.com/cert-manager/cert-manager", None)
+    assert cm.xflags == {"main.Version": cm.version}
+    assert nodebuild.versions_json([cm])["cert-manager-controller"]["version"] == cm.version
+    assert nodebuild.cert_manager_version('cert_manager_chart_version: "v1.21.2"  # pinned\n') == "v1.21.2"
+    with pytest.raises(nodebuild.BuildError, match="cert_manager_chart_version"):
+        nodebuild.cert_manager_version("cert_manager_enabled: true\n")
+
+
+def test_the_cert_manager_controller_is_the_labs_main_in_a_copy_of_the_module_and_says_so():
+    cm = next(c for c in comps() if c.name == "cert-manager")
+    assert cm.in_module and cm.nested[0] == "cmd/aiinfra-lab-controller"
+    assert cm.binaries == {"cert-manager-controller": "./cmd/aiinfra-lab-controller"}
+    main = (cm.nested[1] / "main.go").read_text()
+    assert main.startswith("// The aiinfra.k3s lab's main package for cert-manager's controller (NOT")
+    assert not (cm.nested[1] / "go.mod").exists()  # a package of the main module: its go.mod and go.sum apply
+    # The controllers the lab's issuers need, and none whose modules or roles the lab leaves out.
+    for pkg in ("certificates/issuing", "certificaterequests/ca", "certificaterequests/selfsigned", "issuers"):
+        assert f'"github.com/cert-manager/cert-manager/pkg/controller/{pkg}"' in main, pkg
+    for left_out in ("acmeorders", "acmechallenges", "/vault", "/venafi", "certificate-shim", "cainjector", "webhook"):
+        assert f"pkg/controller/{left_out.strip('/')}" not in main, left_out
+    assert "lab's own main package" in cm.note.replace("LAB'S OWN", "lab's own")
+    assert "no webhook, no cainjector" in cm.note
+    changed = comps()
+    key = nodebuild.recipe_key("v1.36.4", nodebuild.recipe(changed, "go1.26.8", "k"))
+    assert key != nodebuild.recipe_key(
+        "v1.36.4", nodebuild.recipe(nodebuild.components(K3S, "v3.6.7", SOURCES, "v1.21.1"), "go1.26.8", "k")
+    )
+
+
+@pytest.mark.skipif(shutil.which("gofmt") is None, reason="the go command is not installed")
+def test_the_labs_cert_manager_main_is_gofmt_clean(root):
+    proc = subprocess.run(
+        ["gofmt", "-l", str(root / "lab" / "certmanager")], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0 and proc.stdout == "", proc.stdout + proc.stderr

@@ -175,11 +175,14 @@ def test_specs_for_leaves_out_missing_binaries_and_reads_versions(tmp_path):
     (tmp_path / "pause").write_bytes(b"p")
     (tmp_path / "versions.json").write_text(json.dumps({"coredns": {"version": "v1.14.6"}}))
     specs, missing = nodeimages.specs_for(tmp_path)
-    assert missing == ["coredns", "traefik"]
+    assert missing == ["coredns", "traefik", "cert-manager-controller"]
     assert [s["role"] for s in specs] == ["pause", "litellm", "model_server", "redis"]
     (tmp_path / "coredns").write_bytes(b"c")
     specs, missing = nodeimages.specs_for(tmp_path)
-    assert missing == ["traefik"] and nodeimages.refs_of(specs)["coredns"] == "localhost/aiinfra-lab/coredns:v1.14.6"
+    assert (
+        missing == ["traefik", "cert-manager-controller"]
+        and nodeimages.refs_of(specs)["coredns"] == "localhost/aiinfra-lab/coredns:v1.14.6"
+    )
 
 
 def test_the_traefik_image_is_named_for_what_its_build_leaves_out(tmp_path):
@@ -202,3 +205,21 @@ def test_the_lab_inventory_names_the_images_this_recipe_builds(tmp_path):
     assert sorted(wanted) == ["litellm_image", "litellm_redis_image", "vllm_image"]
     for variable, ref in wanted.items():
         assert nodeimages.yaml_scalar(text, variable) == ref, variable
+
+
+def test_the_cert_manager_image_is_controller_only_and_runs_as_a_non_root_id(tmp_path):
+    (tmp_path / "cert-manager-controller").write_bytes(b"c")
+    note = "no webhook, no cainjector"
+    versions = {"cert-manager-controller": {"version": "v1.21.2", "note": note}}
+    (tmp_path / "versions.json").write_text(json.dumps(versions))
+    spec = next(s for s in nodeimages.specs_for(tmp_path)[0] if s["role"] == nodeimages.CERT_MANAGER_ROLE)
+    assert nodeimages.refs_of([spec])[nodeimages.CERT_MANAGER_ROLE] == (
+        "localhost/aiinfra-lab/cert-manager-controller-only-ca-selfsigned-labmain:v1.21.2"
+    )
+    assert spec["base"] == "scratch" and spec["entrypoint"] == ["/cert-manager-controller"]
+    assert "USER 65532:65532" in nodeimages.changes(spec)
+    assert note in spec["labels"]["org.opencontainers.image.description"]
+    # The other scratch images keep their specs (and so their recipe digests): no user of their own.
+    (tmp_path / "traefik").write_bytes(b"t")
+    traefik = next(s for s in nodeimages.specs_for(tmp_path)[0] if s["role"] == "traefik")
+    assert "user" not in traefik and not any(c.startswith("USER") for c in nodeimages.changes(traefik))
