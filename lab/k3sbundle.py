@@ -371,7 +371,8 @@ def traefik_manifest(image: str, node_ports: dict[str, int] | None = None) -> st
 # the controllers the lab's build runs (lab/nodebuild.py: Certificates, CertificateRequests, Issuers,
 # ClusterIssuers), and its leader-election Role in kube-system. Left out: the webhook and the cainjector (no
 # ValidatingWebhookConfiguration or MutatingWebhookConfiguration is registered, so the API server never calls one),
-# the ACME orders/challenges and shim roles (those controllers are not in the build), the startupapicheck Job,
+# the ACME orders/challenges roles and the CertificateSigningRequest role (those controllers are not in the build;
+# the shims' role is kept: it alone grants `create` on CertificateRequests), the startupapicheck Job,
 # the metrics Service. The CRDs come with the bundle (lab/crds.py).
 CERT_MANAGER_NAMESPACE = "cert-manager"  # roles/cert_manager/defaults/main.yml: cert_manager_namespace
 CERT_MANAGER_LEADER_ELECTION_NAMESPACE = "kube-system"  # the chart's global.leaderElection.namespace
@@ -434,6 +435,33 @@ def cert_manager_rules() -> dict[str, list[dict]]:
             },
             {"apiGroups": ["acme.cert-manager.io"], "resources": ["orders"], "verbs": ["create", "delete", *read]},
             {"apiGroups": [""], "resources": ["secrets"], "verbs": [*secrets, "patch"]},
+            events,
+        ],
+        # The shims' role, although the lab's build runs no shim: the chart grants `create` on CertificateRequests
+        # (which the certificates request manager needs) only here, to the same ServiceAccount.
+        "cert-manager-controller-ingress-shim": [
+            {
+                "apiGroups": ["cert-manager.io"],
+                "resources": ["certificates", "certificaterequests"],
+                "verbs": ["create", "update", "delete"],
+            },
+            {
+                "apiGroups": ["cert-manager.io"],
+                "resources": ["certificates", "certificaterequests", "issuers", "clusterissuers"],
+                "verbs": read,
+            },
+            {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": read},
+            {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses/finalizers"], "verbs": ["update"]},
+            {
+                "apiGroups": ["gateway.networking.k8s.io"],
+                "resources": ["gateways", "httproutes", "listenersets"],
+                "verbs": read,
+            },
+            {
+                "apiGroups": ["gateway.networking.k8s.io"],
+                "resources": ["gateways/finalizers", "httproutes/finalizers", "listenersets/finalizers"],
+                "verbs": ["update"],
+            },
             events,
         ],
         "cert-manager-controller-approve:cert-manager-io": [

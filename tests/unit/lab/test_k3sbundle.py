@@ -129,6 +129,7 @@ def test_the_lab_cert_manager_rbac_is_the_charts_for_its_controllers_not_cluster
         "cert-manager-controller-issuers",
         "cert-manager-controller-clusterissuers",
         "cert-manager-controller-certificates",
+        "cert-manager-controller-ingress-shim",  # the only one granting create on CertificateRequests
         "cert-manager-controller-approve:cert-manager-io",
         "cert-manager:leaderelection",
     }
@@ -142,6 +143,14 @@ def test_the_lab_cert_manager_rbac_is_the_charts_for_its_controllers_not_cluster
         assert b["roleRef"]["kind"] == roles[b["roleRef"]["name"]]["kind"]
         if b["kind"] == "RoleBinding":
             assert b["metadata"]["namespace"] == roles[b["roleRef"]["name"]]["metadata"]["namespace"] == "kube-system"
+    granted = {
+        verb
+        for role in roles.values()
+        for rule in role["rules"]
+        if "cert-manager.io" in rule["apiGroups"] and "certificaterequests" in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    assert {"create", "update", "patch", "delete", "get", "list", "watch"} <= granted  # the request manager's needs
     lease = roles["cert-manager:leaderelection"]["rules"][0]
     assert lease["resourceNames"] == ["cert-manager-controller"]  # the lease the lab's main takes (its leaseName)
     main = (ROOT / "lab" / "certmanager" / "controller" / "main.go").read_text()
