@@ -206,8 +206,9 @@ def test_serving_manifests_wait_on_the_first_server(host):
     # The gateway, then the Redis its replicas and Traefik count rate limits in.
     gateway, redis = ["ConfigMap", "Deployment", "Service", "PodDisruptionBudget"], ["Deployment", "Service"]
     assert kinds_in(host, "litellm") == gateway + redis
-    # Gateway key, consumers' key hashes, Redis password and config, Grafana admin.
-    assert kinds_in(host, "serving-secrets") == ["Secret"] * 4
+    # Gateway key, consumers' key hashes, Redis password and config, the model servers' key (one namespace serves
+    # both the gateway and vLLM here), Grafana admin.
+    assert kinds_in(host, "serving-secrets") == ["Secret"] * 5
     # One PodMonitor per metrics path: vLLM /metrics, NIM /v1/metrics, the gateway /metrics/.
     assert kinds_in(host, "monitoring")[:7] == [
         "Namespace",
