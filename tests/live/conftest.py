@@ -82,6 +82,22 @@ def run_playbook(name, inventory, live, extra=(), callback="ansible.posix.json")
     return helpers.run_playbook(name, inventory, callback=callback, extra=args)
 
 
+def failures(result):
+    """'task | host | message' of every failed host result in a JSON-callback result (what an assertion shows)."""
+    out = []
+    for play in (result or {}).get("plays", []):
+        for task in play["tasks"]:
+            for host, res in task["hosts"].items():
+                if not (res.get("failed") or res.get("unreachable")):
+                    continue
+                items = [r for r in res.get("results") or [] if r.get("failed")]
+                for r in items or [res]:
+                    label = (r.get("_ansible_item_label") or r.get("item") or "") if items else ""
+                    detail = {k: r.get(k) for k in ("msg", "resources", "attempts") if r.get(k) is not None}
+                    out.append("%s | %s | %s | %s" % (task["task"]["name"], host, str(label)[:200], str(detail)[:3000]))
+    return out
+
+
 def task_results(result, name):
     """Every host result of the tasks called `name` in a JSON-callback result."""
     out = []

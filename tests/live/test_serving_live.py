@@ -6,12 +6,14 @@ import base64
 import hashlib
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import cluster
 import pytest
 import yaml
-from conftest import ROOT, helpers, run_playbook, stage_entries
+from conftest import ROOT, failures, helpers, run_playbook, stage_entries
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils import gateway  # importable once conftest ran
 
@@ -276,12 +278,20 @@ def test_a_new_master_key_rolls_the_gateway_without_a_digest_of_the_key(live, ap
     )
 
     sources = site_inventory(site, tmp_path_factory)
-    base = ["-e", f"manifests_kubeconfig={live.kubeconfig}", "-e", "manifests_rollout_timeout=120"]
+    base = ["-e", f"manifests_kubeconfig={live.kubeconfig}", "-e", "manifests_rollout_timeout=240"]
     rotated = dict(SECRETS, litellm_master_key="sk-5d2a8f1c7e4b9a0d3f6c8e1b4a7d0f2c9e5b")
+    # Each rolled model server pod takes a fresh local volume on its node and releases its old one; on a site the
+    # servers' recycler unit (the collection's model_store_recycler.py) makes the released ones Available again. kwok
+    # nodes run no unit, so the test runs that same script against the live API while the rotation rolls the pods.
+    recycler = subprocess.Popen(
+        [sys.executable, str(ROOT / "roles" / "model_registry" / "files" / "model_store_recycler.py"),
+         "--kubectl", str(live.bin / "kubectl"), "--storage-class", "nvidia-ai-store", "--interval", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, KUBECONFIG=str(live.kubeconfig)),
+    )  # fmt: skip
     try:
         extra = [*sources[2:], "-e", json.dumps({**rotated, "aiinfra_namespace": ns}), *base]
-        proc, _result = run_playbook("apply.yml", sources[1], live, extra=extra)
-        assert proc.returncode == 0, proc.stdout[-3000:]
+        proc, result = run_playbook("apply.yml", sources[1], live, extra=extra)
+        assert proc.returncode == 0, failures(result) or proc.stdout[-3000:]
         after, redis_after = annotations("litellm-ha"), annotations("litellm-ha-redis")
         assert after["aiinfra.io/secret-versions"] != before["aiinfra.io/secret-versions"]
         assert redis_after["aiinfra.io/secret-versions"] != redis_before["aiinfra.io/secret-versions"]
@@ -294,5 +304,7 @@ def test_a_new_master_key_rolls_the_gateway_without_a_digest_of_the_key(live, ap
         assert base64.b64decode(data["api-key"]).decode() == gateway.model_api_key(rotated["litellm_master_key"])
     finally:  # the next tests expect the site as applied
         extra = [*sources[2:], "-e", json.dumps({**SECRETS, "aiinfra_namespace": ns}), *base]
-        proc, _result = run_playbook("apply.yml", sources[1], live, extra=extra)
-        assert proc.returncode == 0, proc.stdout[-3000:]
+        proc, result = run_playbook("apply.yml", sources[1], live, extra=extra)
+        recycler.terminate()
+        recycler.wait(timeout=30)
+        assert proc.returncode == 0, failures(result) or proc.stdout[-3000:]
