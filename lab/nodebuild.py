@@ -189,7 +189,7 @@ def traefik_version(k3s_version: str) -> str:
 def cert_manager_version(defaults_text: str) -> str:
     """cert_manager_chart_version of the cert_manager role's defaults (the chart and app versions are the same)."""
     for line in defaults_text.splitlines():
-        key, _, value = line.partition(":")
+        key, _sep, value = line.partition(":")
         if key == "cert_manager_chart_version":
             version = value.split("#", 1)[0].strip().strip("\"'")
             if version.startswith("v"):
