@@ -32,6 +32,34 @@ def _under(prefix, path):
     return path if not prefix or prefix == "/" else prefix + path
 
 
+def prefix_overlap(prefix, paths):
+    """The public paths that already start with the prefix (a prefix /v1 over /v1/chat/completions would have clients
+    call /v1/v1/chat/completions: the prefix is stripped before the gateway sees the path)."""
+    if not isinstance(prefix, str) or prefix in ("", "/") or not isinstance(paths, (list, tuple)):
+        return []
+    prefix = prefix.rstrip("/")
+    return [p for p in paths if isinstance(p, str) and (p == prefix or p.startswith(prefix + "/"))]
+
+
+def public_urls(values):
+    """The URLs clients call, as Traefik's rule and strip-prefix middleware make them: https://host + prefix +
+    each public path (values: the traefik_* variables as the plan reads them). With traefik_expose_admin the whole
+    prefix is routed, so the list holds https://host + prefix + / alone. Empty without traefik_host."""
+    values = values or {}
+    host = values.get("traefik_host") or ""
+    if not isinstance(host, str) or not host:
+        return []
+    prefix = values.get("traefik_path_prefix") or ""
+    prefix = "" if not isinstance(prefix, str) or prefix == "/" else prefix.rstrip("/")
+    base = "https://%s%s" % (host, prefix)
+    if str(values.get("traefik_expose_admin")).lower() in ("true", "yes", "on", "1"):
+        return [base + "/"]
+    paths = values.get("traefik_public_paths")
+    if not isinstance(paths, (list, tuple)):
+        paths = PUBLIC_PATHS
+    return [base + path for path in paths if isinstance(path, str)]
+
+
 def route_rule(host, prefix, paths=None):
     """Traefik v3 rule: the host and exact public paths under the prefix, or (paths None) the whole prefix."""
     rule = "Host(`%s`)" % host
@@ -284,6 +312,16 @@ def edge_problems(traefik, certs):
     except (TypeError, ValueError):
         problems.append("traefik_rate_limit_average and traefik_rate_limit_burst must be whole numbers")
     paths = traefik.get("public_paths")
+    doubled = prefix_overlap(prefix, paths if isinstance(paths, list) else list(PUBLIC_PATHS))
+    if doubled:
+        first = doubled[0]
+        problems.append(
+            "traefik_path_prefix is %r and the public paths already start with it (%s): the prefix is put before each "
+            "path (and stripped again before the gateway), so clients would call https://%s%s%s; set "
+            "traefik_path_prefix to / to serve https://%s%s, or give the prefix a name of its own such as /api "
+            "(https://%s/api%s)"
+            % (prefix, ", ".join(doubled), host, prefix.rstrip("/"), first, host, first, host, first)
+        )
     if not traefik.get("expose_admin"):
         if not isinstance(paths, list) or not paths:
             problems.append(

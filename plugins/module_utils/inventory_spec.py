@@ -405,11 +405,32 @@ def entry_problems(host, where, entry, options):
     return out
 
 
-def unknown_variable_warnings(host, names, specs):
-    """A variable no role declares whose name is close to one that does: a warning naming the known one."""
+# Variables the collection's playbooks read that no role declares: extra variables (-e) of the playbooks and the site
+# plan's fact. They may reach hostvars without being misspelt.
+PLAYBOOK_VARIABLES = (
+    "render_dir",
+    "render_plan_file",
+    "render_secrets",
+    "consumers_apply",
+    "consumers_rotate",
+    "upgrade_path",
+    "site_plan_current",
+)
+
+
+def unknown_variable_problems(host, names, specs):
+    """Variables no role declares. One whose name is close to a declared one (difflib, ratio 0.8 or more) is an
+    error naming it: the site would otherwise silently run with the known variable's default. Any other is a
+    warning (an operator's own variable, e.g. one a vault file feeds, is allowed)."""
     out = []
-    for name in sorted(names):
-        if name in specs or name.startswith(ANSIBLE_PREFIXES) or name.startswith("__"):
+    for name in sorted(names, key=str):
+        if (
+            not isinstance(name, str)
+            or name in specs
+            or name in PLAYBOOK_VARIABLES
+            or name.startswith(ANSIBLE_PREFIXES)
+            or name.startswith("_")
+        ):
             continue
         close = _closest(name, specs)
         if close:
@@ -418,12 +439,27 @@ def unknown_variable_warnings(host, names, specs):
                     "UNKNOWN_VARIABLE",
                     host,
                     name,
-                    "%s is not a variable of this collection; %s is, and keeps its value" % (name, close),
+                    "%s is not a variable of this collection (did you mean %s?): %s keeps its default and %s is "
+                    "read by nothing" % (name, close, close, name),
                     "rename %s to %s" % (name, close),
+                )
+            )
+        else:
+            out.append(
+                problem(
+                    "UNKNOWN_VARIABLE",
+                    host,
+                    name,
+                    "%s is not a variable of this collection: no role reads it" % name,
+                    "remove %s, or keep it if only your own variables use it" % name,
                     severity="warning",
                 )
             )
     return out
+
+
+# The name of earlier releases.
+unknown_variable_warnings = unknown_variable_problems
 
 
 def same_machine_problems(hostvars):
@@ -463,7 +499,7 @@ def same_machine_problems(hostvars):
 
 def spec_problems(specs, hostvars, declared):
     """All problems of an inventory: specs {var: option spec}; hostvars {host: {var: value}} (what the inventory
-    gives each host); declared {host: [var names the inventory itself sets]} (for misspelling warnings)."""
+    gives each host); declared {host: [var names the inventory itself sets]} (for misspelt and unknown names)."""
     out = []
     for host in sorted(hostvars):
         hv = hostvars[host] or {}
@@ -472,7 +508,7 @@ def spec_problems(specs, hostvars, declared):
                 out += value_problems(host, name, hv[name], specs[name])
             elif format_of(name) and name.startswith("aiinfra_"):
                 out += value_problems(host, name, hv[name], {"type": "raw"})
-        out += unknown_variable_warnings(host, declared.get(host) or [], specs)
+        out += unknown_variable_problems(host, declared.get(host) or [], specs)
     out += same_machine_problems(hostvars)
     return merge(out)
 
