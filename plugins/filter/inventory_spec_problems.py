@@ -10,7 +10,8 @@ description:
   - Reads the argument specs of every role of the collection and checks each variable the inventory gives a
     host - type, choices, the keys of list-of-dict entries (unknown keys with the closest known name), and
     formats (Kubernetes names, label names and values, taints, ports, counts, paths, addresses, token strength).
-  - Warns about a variable no role declares whose name is close to one that does (C(k3s_verison)).
+  - A variable no role declares whose name is close to one that does (C(k3s_verison)) is an error naming the known
+    one ("did you mean"); any other variable no role declares is a warning.
   - Reports two inventory hosts that reach one machine. Contacts no host; raises for no input.
   - Returns problems as data, C({code, severity, host, variable, problem, fix}).
 options:

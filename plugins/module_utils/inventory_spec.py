@@ -416,6 +416,18 @@ PLAYBOOK_VARIABLES = (
     "upgrade_path",
     "site_plan_current",
 )
+# Ansible's magic variables that hostvars holds besides the inventory's.
+MAGIC_VARIABLES = (
+    "playbook_dir",
+    "play_hosts",
+    "role_name",
+    "role_names",
+    "role_path",
+    "role_uuid",
+    "hostvars",
+    "environment",
+    "vars",
+)
 
 
 def unknown_variable_problems(host, names, specs):
@@ -428,6 +440,7 @@ def unknown_variable_problems(host, names, specs):
             not isinstance(name, str)
             or name in specs
             or name in PLAYBOOK_VARIABLES
+            or name in MAGIC_VARIABLES
             or name.startswith(ANSIBLE_PREFIXES)
             or name.startswith("_")
         ):

@@ -261,12 +261,88 @@ def test_variables_that_cannot_work_are_refused_all_at_once_without_a_traceback(
 
 
 @pytest.mark.slow
-def test_a_misspelt_variable_warns_and_names_the_known_one(tmp_path):
-    proc = run_validate(tmp_path, SPEC_SITE, {"k3s_verison": "v1.30.0+k3s1"})
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    out = proc.stdout.replace("\n        ", " ")
-    assert "WARNING UNKNOWN_VARIABLE" in out and "rename k3s_verison to k3s_version" in out, out
+def test_a_misspelt_variable_is_an_error_and_names_the_known_one(tmp_path):
+    """Issue 29 item 9: traefik_path_prefx passed validate with a warning while the site used the default prefix."""
+    proc = run_validate(tmp_path, SPEC_SITE, {"traefik_path_prefx": "/v1", "site_dns_zone": "example.internal"})
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode != 0, out[-3000:]
+    assert "ERROR UNKNOWN_VARIABLE [cp-1,gpu-1] traefik_path_prefx" in out, out[-3000:]
+    assert "did you mean traefik_path_prefix?" in out and "rename traefik_path_prefx to traefik_path_prefix" in out
+    # A name close to no known variable (an operator's own) is printed as a warning and does not fail the run.
+    assert "WARNING UNKNOWN_VARIABLE [cp-1,gpu-1] site_dns_zone" in out, out[-3000:]
+    assert "The inventory has 1 problem(s)" in out, out[-3000:]
+
+
+@pytest.mark.slow
+def test_a_variable_close_to_no_known_one_only_warns(tmp_path):
+    proc = run_validate(tmp_path, SPEC_SITE, {"site_dns_zone": "example.internal"})
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode == 0, out[-3000:]
+    assert "WARNING UNKNOWN_VARIABLE [cp-1,gpu-1] site_dns_zone" in out
     assert "Not checked without facts" in out
+
+
+@pytest.mark.slow
+def test_a_key_typo_hides_no_other_problem(tmp_path):
+    """Issue 29 item 11: one run reports the argument-spec problems (a model key typo, a misspelt variable), the
+    group problems and the site plan's problems together, then fails once."""
+    inv = {
+        "all": {
+            "children": {
+                "k3s_servers": hosts("cp-1", "cp-2"),
+                "k3s_agents": hosts("gpu-1"),
+                "gpu_nodes": {"hosts": {"gpu-1": {"aiinfra_gpu_count": 2, "aiinfra_gpu_class": "shared"}}},
+            }
+        }
+    }
+    model = {
+        "served_name": "qwen",
+        "path": "Qwen/Qwen2.5-7B-Instruct",
+        "tensor_paralel_size": 2,
+        "image": "vllm/vllm-openai:latest",
+    }
+    proc = run_validate(
+        tmp_path,
+        inv,
+        {
+            "vllm_models": [model],
+            "traefik_rate_limt_burst": 10,
+            "litellm_master_key": "sk-1234",
+            "gpu_operator_time_slicing_classes": {"exclusive": 1},
+            "traefik_host": "api.example.internal",
+            "traefik_path_prefix": "/v1",
+        },
+    )
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode != 0
+    assert "Traceback" not in out and "could not be" not in out, out[-4000:]
+    for fragment in (
+        "ERROR UNKNOWN_KEY [cp-1,cp-2,gpu-1] vllm_models[0]",  # the key typo
+        "rename it to tensor_parallel_size",
+        "ERROR UNKNOWN_VARIABLE [cp-1,cp-2,gpu-1] traefik_rate_limt_burst",  # a misspelt variable
+        "cp-1,cp-2: aiinfra_server_group: 2 servers",  # the groups
+        "gpu-1: GPU class 'shared' is not in gpu_operator_time_slicing_classes",  # the plan
+        "qwen: image 'vllm/vllm-openai:latest' is not pinned",
+        "litellm_master_key has 4 characters after sk-",
+        "traefik_path_prefix is '/v1' and the public paths already start with it",  # the edge
+    ):
+        assert fragment in out, (fragment, out[-4000:])
+    assert out.count("TASK [Report every problem of the inventory at once]") == 1
+    assert out.count("fatal:") == 1  # one failure, at the end
+
+
+@pytest.mark.slow
+def test_a_check_that_cannot_run_is_reported_with_the_others(tmp_path):
+    """A value of the wrong type that a role's own argument spec refuses no longer stops the run before the other
+    checks: the type problem, the check that could not run and the other problems come out together."""
+    inv = yaml.safe_load(yaml.safe_dump(SPEC_SITE))
+    inv["all"]["children"]["k3s_servers"]["hosts"]["cp-2"] = {"ansible_host": "192.0.2.12"}
+    proc = run_validate(tmp_path, inv, {"k3s_server_extra_config": ["not", "a", "mapping"]})
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode != 0
+    assert "ERROR TYPE [cp-1,cp-2,gpu-1] k3s_server_extra_config" in out, out[-4000:]
+    assert "ERROR CHECK [all] k3s - the K3s settings could not be checked" in out, out[-4000:]
+    assert "cp-1,cp-2: aiinfra_server_group: 2 servers" in out, out[-4000:]
 
 
 @pytest.mark.slow
