@@ -55,6 +55,26 @@ def inventory() -> list[dict]:
     return cluster.inventory_nodes(cluster.read_inventory(ROOT / "inventories" / "lab"))
 
 
+def playbook_fact(playbook: Path, fact: str, *extra: str, timeout: float = 600, default=None):
+    """Run a playbook against the lab inventory as an operator would, with the JSON callback: the process and the
+    last value of ``fact`` any task set (``default`` when none did, or when the output is not the callback's)."""
+    proc = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "ansible-playbook"), str(playbook), "-i", str(ROOT / "inventories" / "lab"), *extra],
+        capture_output=True, text=True, timeout=timeout, check=False,
+        env=dict(ENV, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"),
+    )  # fmt: skip
+    value = default
+    try:
+        plays = json.loads(proc.stdout)["plays"]
+    except ValueError:
+        return proc, value
+    for play in plays:
+        for task in play["tasks"]:
+            for host in task["hosts"].values():
+                value = host.get("ansible_facts", {}).get(fact, value)
+    return proc, value
+
+
 def lab_nodes() -> dict[str, str]:
     return {n["name"]: "gpu" if n["gpu"] else "server" for n in inventory()}
 
@@ -293,18 +313,14 @@ def test_the_snapshot_before_an_upgrade_is_saved_by_etcd_snapshot_and_copied_who
     """Issue 28 item 7 on the lab: the k3s role's snapshot tasks run `k3s etcd-snapshot save` on the server (the
     stand-in's: etcd's own Maintenance/Snapshot API), find it by the name K3s logs, and fetch it to the controller;
     node and controller copies are private (0600) and whole (etcd's appended sha256 matches)."""
-    proc = subprocess.run(
-        [str(ROOT / ".venv" / "bin" / "ansible-playbook"), str(ROOT / "tests" / "lab" / "playbooks" / "snapshot.yml"),
-         "-i", str(ROOT / "inventories" / "lab"), "-e", f"k3s_snapshot_dir={tmp_path}"],
-        capture_output=True, text=True, timeout=600, check=False,
-        env=dict(ENV, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"),
-    )  # fmt: skip
+    proc, entry = playbook_fact(
+        ROOT / "tests" / "lab" / "playbooks" / "snapshot.yml",
+        "lab_snapshot",
+        "-e",
+        f"k3s_snapshot_dir={tmp_path}",
+        default={},
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    entry = {}
-    for play in json.loads(proc.stdout)["plays"]:
-        for task in play["tasks"]:
-            for host in task["hosts"].values():
-                entry = host.get("ansible_facts", {}).get("lab_snapshot", entry)
     assert entry.get("stage") == "snapshot" and entry.get("status") == "ran", entry
     assert "etcd snapshot upgrade-lab-" in entry["detail"], entry
     copies = list(tmp_path.iterdir())
@@ -772,28 +788,17 @@ def drill_run(records: Path, ca_file: Path) -> tuple[subprocess.CompletedProcess
     """playbooks/drill.yml on the lab as an operator runs it, its load sent to a GPU node's Traefik NodePort under
     the site's name (drill_connect_to), the certificate checked against the site's CA (ca_file): the process and the
     drill's own report (drill_report)."""
-    proc = subprocess.run(
-        [str(ROOT / ".venv" / "bin" / "ansible-playbook"), str(ROOT / "playbooks" / "drill.yml"),
-         "-i", str(ROOT / "inventories" / "lab"), "-e", f"drill_kubeconfig={KUBECONFIG}",
-         "-e", "drill_confirm=yes-inject-faults-on-lab", "-e", f"drill_connect_to={node_address()}:{EDGE_HTTPS}",
-         # cert-manager issues the site's certificate from the collection's private CA: the drill checks it.
-         "-e", f"drill_ca_file={ca_file}",
-         # Under the lab's per-key edge budget (5/s): the drill measures faults, not the rate limit.
-         "-e", "drill_rate=3", "-e", "drill_phase_seconds=30", "-e", "drill_min_availability=99.5",
-         "-e", f"drill_records_file={records}"],
-        capture_output=True, text=True, timeout=900, check=False,
-        env=dict(ENV, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"),
+    return playbook_fact(
+        ROOT / "playbooks" / "drill.yml", "drill_report",
+        "-e", f"drill_kubeconfig={KUBECONFIG}", "-e", "drill_confirm=yes-inject-faults-on-lab",
+        "-e", f"drill_connect_to={node_address()}:{EDGE_HTTPS}",
+        # cert-manager issues the site's certificate from the collection's private CA: the drill checks it.
+        "-e", f"drill_ca_file={ca_file}",
+        # Under the lab's per-key edge budget (5/s): the drill measures faults, not the rate limit.
+        "-e", "drill_rate=3", "-e", "drill_phase_seconds=30", "-e", "drill_min_availability=99.5",
+        "-e", f"drill_records_file={records}",
+        timeout=900, default=[],
     )  # fmt: skip
-    report = []
-    try:
-        plays = json.loads(proc.stdout)["plays"]
-    except ValueError:
-        return proc, report
-    for play in plays:
-        for task in play["tasks"]:
-            for host in task["hosts"].values():
-                report = host.get("ansible_facts", {}).get("drill_report", report)
-    return proc, report
 
 
 def test_the_drill_through_the_real_traefik_keeps_the_site_answering(tmp_path):
@@ -886,18 +891,13 @@ def served_model() -> str:
 
 def allocation_run() -> tuple[subprocess.CompletedProcess, dict]:
     """playbooks/gpu_allocation.yml against the lab (JSON callback): the process and its stage report."""
-    proc = subprocess.run(
-        [str(ROOT / ".venv" / "bin" / "ansible-playbook"), str(ROOT / "playbooks" / "gpu_allocation.yml"),
-         "-i", str(ROOT / "inventories" / "lab"), "-e", f"k3s_kubeconfig_dest={KUBECONFIG}"],
-        capture_output=True, text=True, timeout=600, check=False,
-        env=dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"),
-    )  # fmt: skip
-    result = json.loads(proc.stdout)
-    entries = []
-    for play in result["plays"]:
-        for task in play["tasks"]:
-            for host in task["hosts"].values():
-                entries = host.get("ansible_facts", {}).get("aiinfra_stage_report", entries)
+    proc, entries = playbook_fact(
+        ROOT / "playbooks" / "gpu_allocation.yml",
+        "aiinfra_stage_report",
+        "-e",
+        f"k3s_kubeconfig_dest={KUBECONFIG}",
+        default=[],
+    )
     return proc, {e["stage"]: e for e in entries}
 
 
@@ -1002,19 +1002,16 @@ def stuck_storage() -> list[str]:
 def node_loss_run() -> tuple[subprocess.CompletedProcess, dict]:
     """The drill's node-loss fault (tests/lab/playbooks/node_loss.yml: role drill, tasks node_loss, the node's
     container killed and started again by podman): the process and the fault's result."""
-    proc = subprocess.run(
-        [str(ROOT / ".venv" / "bin" / "ansible-playbook"), str(ROOT / "tests" / "lab" / "playbooks" / "node_loss.yml"),
-         "-i", str(ROOT / "inventories" / "lab"), "-e", f"drill_kubeconfig={KUBECONFIG}",
-         "-e", "drill_confirm=yes-inject-faults-on-lab"],
-        capture_output=True, text=True, timeout=900, check=False,
-        env=dict(ENV, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"),
-    )  # fmt: skip
-    result = {}
-    for play in json.loads(proc.stdout)["plays"]:
-        for task in play["tasks"]:
-            for host in task["hosts"].values():
-                result = host.get("ansible_facts", {}).get("lab_node_loss", result)
-    return proc, result
+    return playbook_fact(
+        ROOT / "tests" / "lab" / "playbooks" / "node_loss.yml",
+        "lab_node_loss",
+        "-e",
+        f"drill_kubeconfig={KUBECONFIG}",
+        "-e",
+        "drill_confirm=yes-inject-faults-on-lab",
+        timeout=900,
+        default={},
+    )
 
 
 def test_a_lost_gpu_node_s_model_replica_runs_again_on_the_other_gpu_node(client_ns):
