@@ -6,6 +6,10 @@
 Every check and builder takes its models through ``filled``: the site plan fills them once and the functions
 that tests call directly fill them again, which changes nothing (filling is idempotent)."""
 
+import json
+import math
+import os
+
 MODEL_DEFAULTS = {
     "vllm": {"tensor_parallel_size": 1, "replicas": 1, "port": 8000},
     "nim": {"gpus": 1, "replicas": 2, "port": 8000},
@@ -29,10 +33,12 @@ def as_int(value, default=0):
         return default
 
 
-def filled(server, models, default_image=None):
+def filled(server, models, default_image=None, weights=None):
     """The models of one server (vllm or nim) with the defaults filled in, ``gpus`` (GPUs per replica) and
-    ``server`` set, and for vLLM the image (default_image where a model names none). Entries that are not
-    mappings are left out (the argument-spec check names them)."""
+    ``server`` set, and for vLLM the image (default_image where a model names none) and, when the size of its
+    weights is known (its weights_gib, else weights: {model path: GiB measured in the seed directory}), the
+    ``resources`` and ``shm_size`` derived from it (model_sizing) where the model gives none of its own. Entries
+    that are not mappings are left out (the argument-spec check names them)."""
     out = []
     for model in models or []:
         if not isinstance(model, dict):
@@ -42,11 +48,131 @@ def filled(server, models, default_image=None):
             if "image" not in entry:
                 entry["image"] = default_image
             entry["gpus"] = as_int(entry["tensor_parallel_size"], 1)
+            size = model_sizing(entry["gpus"], weights_of(entry, weights))
+            if size:
+                entry.setdefault("resources", size["resources"])
+                entry.setdefault("shm_size", size["shm_size"])
         else:
             entry["gpus"] = as_int(entry["gpus"], 1)
         entry.update(drain_timing(entry))
         entry["server"] = server
         out.append(entry)
+    return out
+
+
+# Host memory and CPU of a vLLM server, derived from its weights and tensor-parallel size (roles/vllm/README.md
+# explains each figure). vLLM runs an API server and an engine core process, and one worker process per GPU.
+SERVER_BASE_GIB = 4  # API server + engine core: Python, torch, the tokenizer, the scheduler
+WORKER_GIB = 4  # each GPU worker: torch and the CUDA context's host memory, NCCL's host buffers, pinned staging
+SHM_GIB_PER_GPU = 2  # /dev/shm per GPU: NCCL's shared-memory transport, vLLM's engine-to-worker queue, torch IPC
+CPU_BASE = 2  # the API server (HTTP, tokenizing) and the engine core's busy loop
+CPU_PER_GPU = 2  # each worker's busy loop launching kernels, and its helper threads
+CPU_LIMIT_FACTOR = 2  # bursts (tokenizing long prompts, start-up compilation) may use twice the request
+
+
+def weights_of(model, weights=None):
+    """GiB of the model's weights: its own weights_gib, else the size measured for its path, else None (also when
+    weights_gib is not a number: serving_plan names it)."""
+    declared = model.get("weights_gib")
+    if declared is None:
+        declared = (weights or {}).get(model.get("path"))
+    if declared is None or isinstance(declared, bool):
+        return None
+    try:
+        value = float(declared)
+    except (TypeError, ValueError):
+        return None
+    return value if value >= 0 and math.isfinite(value) else None
+
+
+def load_memory_gib(gpus, weights_gib):
+    """The least host memory (GiB) a vLLM pod needs to load weights_gib over `gpus` GPUs: its processes (the API
+    server and engine core, and a worker per GPU) and one rank's shard of the weights, which passes through host
+    memory (page cache of the mmapped safetensors, or the read buffer of .bin/.pt files and of vLLM's eager
+    safetensors loading) on its way to the GPU. Below it the load thrashes or the pod is OOM-killed."""
+    gpus = max(int(gpus), 1)
+    return math.ceil(SERVER_BASE_GIB + WORKER_GIB * gpus + float(weights_gib) / gpus)
+
+
+def model_sizing(gpus, weights_gib):
+    """The resources (Kubernetes requests and limits of cpu and memory; the GPUs are added by the workload builder)
+    and /dev/shm size of a vLLM server of weights_gib over `gpus` GPUs (tensor parallel), or None when the size of
+    the weights is unknown (the role's vllm_resources and vllm_shm_size apply then).
+
+    memory request: load_memory_gib (what it cannot start without); memory limit: the processes, all the weights
+    (each rank reads every safetensors file through the same page cache, charged once to the pod) and the /dev/shm
+    (a memory-backed emptyDir counts against the limit); shm: SHM_GIB_PER_GPU per GPU; cpu: CPU_BASE + CPU_PER_GPU
+    per GPU requested, CPU_LIMIT_FACTOR times that as the limit."""
+    if weights_gib is None:
+        return None
+    gpus = max(as_int(gpus, 1), 1)
+    shm = SHM_GIB_PER_GPU * gpus
+    request = load_memory_gib(gpus, weights_gib)
+    limit = math.ceil(SERVER_BASE_GIB + WORKER_GIB * gpus + float(weights_gib) + shm)
+    cpu = CPU_BASE + CPU_PER_GPU * gpus
+    return {
+        "resources": {
+            "requests": {"cpu": str(cpu), "memory": "%dGi" % request},
+            "limits": {"cpu": str(cpu * CPU_LIMIT_FACTOR), "memory": "%dGi" % max(limit, request)},
+        },
+        "shm_size": "%dGi" % shm,
+    }
+
+
+UNITS = {
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+    "m": 10**-3,
+    "": 1,
+}
+
+
+def quantity_bytes(value):
+    """Bytes of a Kubernetes memory quantity ("24Gi", "512Mi", "100G", "1e9", 1073741824), or None when it is not
+    one."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    text = str(value).strip()
+    for suffix in sorted(UNITS, key=len, reverse=True):
+        if suffix and text.endswith(suffix):
+            number, factor = text[: -len(suffix)], UNITS[suffix]
+            break
+    else:
+        number, factor = text, 1
+    try:
+        result = float(number) * factor
+    except ValueError:
+        return None
+    return result if math.isfinite(result) and result >= 0 else None
+
+
+def model_configs(seed_dir, paths):
+    """{model path: its parsed config.json} for the model directories of the seed directory that have one (what
+    serving_plan checks tensor_parallel_size against); unreadable or malformed files are left out."""
+    out = {}
+    for path in paths or []:
+        if not seed_dir or store_path_error(path):
+            continue
+        name = os.path.join(seed_dir, path, "config.json")
+        try:
+            with open(name, encoding="utf-8") as handle:
+                config = json.load(handle)
+        except (OSError, ValueError):
+            continue
+        if isinstance(config, dict):
+            out[path] = config
     return out
 
 
