@@ -33,12 +33,13 @@ import http.client, json, os, socket, ssl, time
 env = os.environ
 n, model, key, host, prefix = int(env["N"]), env["MODEL"], env["KEY"], env["HOST"], env["PREFIX"]
 context = ssl.create_default_context()
-context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # Traefik's default certificate in the lab
+context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # latency only: the lab tests check the chain
 class Edge(http.client.HTTPSConnection):
     def connect(self):
         self.sock = context.wrap_socket(socket.create_connection((self.host, self.port), 10), server_hostname=host)
 paths = {
-    "direct": (http.client.HTTPConnection(env["DIRECT_HOST"], int(env["DIRECT_PORT"]), timeout=10), "", {}),
+    "direct": (http.client.HTTPConnection(env["DIRECT_HOST"], int(env["DIRECT_PORT"]), timeout=10), "",
+               {"Authorization": "Bearer " + env["MODEL_KEY"]}),
     "gateway": (http.client.HTTPConnection(env["GATEWAY_HOST"], int(env["GATEWAY_PORT"]), timeout=10), "",
                 {"Authorization": "Bearer " + key}),
     "edge": (Edge(env["EDGE_HOST"], 443, timeout=10), prefix, {"Authorization": "Bearer " + key, "Host": host}),
@@ -144,7 +145,8 @@ def main():
     lab.kubectl("create", "namespace", ns)
     lab.kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted", "--overwrite")
     try:
-        name = lab.start_client(ns, CLIENT, env)
+        # The model servers answer only the gateway's key (the site's model_auth): the direct path sends it too.
+        name = lab.start_client(ns, CLIENT, env, secrets={"MODEL_KEY": lab.model_server_key()})
         result = lab.client_result(ns, name, timeout=600)
     finally:
         lab.kubectl("delete", "namespace", ns, "--wait=false", check=False)

@@ -422,15 +422,16 @@ RESTRICTED_CONTAINER = {
 }
 
 
-def start_client(ns: str, script: str, env: dict[str, str]) -> str:
-    """A restricted-compliant pod (the stand-in model server's image: it has python3) running script; its name."""
-    key = (ROOT / ".cache" / "lab" / "litellm-master-key").read_text().strip()
+def start_client(ns: str, script: str, env: dict[str, str], secrets: dict[str, str] | None = None) -> str:
+    """A restricted-compliant pod (the stand-in model server's image: it has python3) running script; its name. The
+    gateway's master key reaches it as KEY, and each of ``secrets`` under its name, through a Secret of its own."""
+    secrets = {"KEY": (ROOT / ".cache" / "lab" / "litellm-master-key").read_text().strip(), **(secrets or {})}
     name = f"client-{uuid.uuid4().hex[:6]}"
     secret = {
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {"name": name, "namespace": ns},
-        "stringData": {"key": key},
+        "stringData": secrets,
     }
     kubectl("apply", "-f", "-", stdin=json.dumps(secret))
     pod = {
@@ -447,7 +448,7 @@ def start_client(ns: str, script: str, env: dict[str, str]) -> str:
                     "imagePullPolicy": "IfNotPresent",
                     "command": ["python3", "-c", script],
                     "env": [{"name": k, "value": v} for k, v in env.items()]
-                    + [{"name": "KEY", "valueFrom": {"secretKeyRef": {"name": name, "key": "key"}}}],
+                    + [{"name": k, "valueFrom": {"secretKeyRef": {"name": name, "key": k}}} for k in secrets],
                     "securityContext": RESTRICTED_CONTAINER,
                 }
             ],
@@ -578,6 +579,17 @@ def edge(
 
 def master_key() -> str:
     return (ROOT / ".cache" / "lab" / "litellm-master-key").read_text().strip()
+
+
+def model_server_key() -> str:
+    """The key the model servers require (the Secret the site plan names in the vLLM namespace; only the gateway
+    holds it otherwise)."""
+    import base64
+
+    for secret in get("secrets", "-n", NAMESPACE)["items"]:
+        if secret["metadata"]["name"].endswith("-model-api-key"):
+            return base64.b64decode(secret["data"]["api-key"]).decode()
+    raise AssertionError(f"no *-model-api-key Secret in {NAMESPACE}")
 
 
 def traefik_ready() -> bool:
