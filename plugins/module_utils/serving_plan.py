@@ -579,7 +579,7 @@ def plan_findings(
     total = sum(c["gpus"] * c["replicas"] for c in capacity.values())
     reserve_whole = any(w["gpus"] > 1 for w in workloads)
     names = set()
-    counted = []  # the workloads whose GPUs the site-wide counts add up (none with a cause of its own)
+    counted = []
     unmeasured = []  # sized models that no node's GPU memory was compared with
     for work in workloads:
         name = work["name"]
@@ -595,13 +595,17 @@ def plan_findings(
             )
         elif work["gpus"] < 1:
             found.append(("%s: gpus %r is not a whole number of GPUs (1 or more)" % (name, work["gpus"]), ERROR))
-        placement = placement_problems(work, capacity) if not found else None
-        if placement:
-            found.append((placement, ERROR))
-        elif not found:
-            slots = slot_problem(work, capacity)
-            if slots:
-                found.append((slots, ERROR))
+        # placement: why no node can run one replica (or that its GPU count is no count at all), which every check
+        # of where it runs would only repeat.
+        placement = bool(found)
+        if not placement:
+            cause = placement_problems(work, capacity) or slot_problem(work, capacity)
+            placement = bool(placement_problems(work, capacity))
+            if cause:
+                found.append((cause, ERROR))
+        # The site-wide counts add up the workloads whose replicas fit a node (a bad head count is another cause).
+        if not found:
+            counted.append(work)
         tp_cause = bool(found)
         if "model" in work and not tp_cause:
             for problem_found in (
@@ -615,8 +619,6 @@ def plan_findings(
                 stranded = stranded_warning(work, capacity, workloads, reserve_whole)
                 if stranded:
                     found.append((stranded, WARNING))
-        if not any(level == ERROR for _m, level in found):
-            counted.append(work)
         found.extend((m, ERROR) for m in drain_problems(name, work["drain"]))
         if "model" in work:
             declared = work["model"].get("weights_gib")
