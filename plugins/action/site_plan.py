@@ -20,7 +20,13 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.site_plan import (
 
 ROLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "roles")
 WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf")
-GPU_HOST_VARIABLES = ("aiinfra_gpu_count", "aiinfra_gpu_class", "aiinfra_gpu_memory_mib")
+GPU_HOST_VARIABLES = (
+    "aiinfra_gpu_count",
+    "aiinfra_gpu_class",
+    "aiinfra_gpu_memory_mib",
+    "aiinfra_gpu_type",
+    "aiinfra_node_group",
+)
 
 
 def role_defaults(loader, roles_dir=ROLES):
@@ -48,7 +54,7 @@ def weight_bytes(seed_dir, paths):
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("gpu_hosts", "secrets"))
+    _VALID_ARGS = frozenset(("gpu_hosts", "cluster_hosts", "secrets"))
     _requires_connection = False
 
     def run(self, tmp=None, task_vars=None):
@@ -58,6 +64,10 @@ class ActionModule(ActionBase):
         gpu_hosts = self._task.args.get("gpu_hosts")
         if not isinstance(gpu_hosts, list):
             raise AnsibleActionFail("gpu_hosts must be the list of GPU hosts, e.g. groups['__aiinfra_gpu']")
+        # Every cluster node (servers and agents): where the gateway may run. Unknown (no check) when not given.
+        cluster_hosts = self._task.args.get("cluster_hosts") or []
+        if not isinstance(cluster_hosts, list):
+            raise AnsibleActionFail("cluster_hosts must be the list of cluster hosts, e.g. groups['__aiinfra_cluster']")
         env = role_defaults(self._loader)
         env.update(task_vars)
         templar = self._templar.copy_with_new_env(available_variables=env)
@@ -78,6 +88,6 @@ class ActionModule(ActionBase):
             paths = [m.get("path") for m in values.get("vllm_models") or [] if isinstance(m, dict)]
             # Only paths inside the seed directory are measured (the plan refuses the others).
             weights = weight_bytes(seed_dir, [p for p in paths if p in seeded and not store_path_error(p)])
-        plan = site_plan(values, gpu_nodes, weights, secrets)
+        plan = site_plan(values, gpu_nodes, weights, secrets, [str(h) for h in cluster_hosts])
         result.update(changed=False, plan=plan)
         return result

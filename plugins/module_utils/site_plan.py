@@ -12,10 +12,14 @@ of the GPU hosts. It returns:
 - ``capacity``: physical GPUs, slices, whole (unsliced) GPUs of the site;
 - ``placement``: the time-sliced replica counts and whether whole GPUs are reserved for multi-GPU models;
 - ``models``: every vLLM and NIM model with its per-model defaults filled in once (``server``, ``gpus``,
-  ``replicas``, ``port``, ``image``) and whether an autoscaler owns its replica count;
+  ``replicas``, ``port``, ``image``), whether an autoscaler owns its replica count, and where it may run
+  (placement_plan): its ``placement`` (``gpu_types``, ``node_groups``: the GPU hosts' aiinfra_gpu_type and
+  aiinfra_node_group it may use), ``nodes`` (the GPU nodes that match it and can hold a replica), ``node_affinity``
+  (the required node affinity its pods get) and ``spread`` (hard or soft spread of its replicas over nodes);
 - ``workloads``: each scalable workload (models and gateway) with its kind, minimum and maximum replicas and the
   autoscaler that owns the count (``keda``, ``hpa``, ``nim-hpa`` or ``none``); a maximum is bounded by the GPUs
-  left when every other workload keeps its minimum;
+  left when every other workload keeps its minimum; the gateway's ``nodes``: where litellm_placement lets it run
+  (when the cluster hosts are known);
 - ``routes``: what the gateway routes (model to Service);
 - ``edge``: the public host, its TLS secret and whether cert-manager issues its certificate;
 - ``consumers``: the gateway's consumers with their models, limits and where their key comes from (consumers.py),
@@ -31,14 +35,17 @@ of the GPU hosts. It returns:
 - ``firewall``: the host firewall every cluster node gets (firewall.py): whether prereq manages one, the admin
   networks, the interfaces pod traffic is trusted on, the overlay's ports, the pod and service ranges;
 - ``problems``: ``{code, severity, host, variable, problem, fix}`` (inventory_spec's shape): GPU_CLASS, GPU_COUNT,
-  GPU_MEMORY, MODEL, MODEL_PATH, SERVING_PLAN, NODE_LOSS (warning), EDGE, GATEWAY, CONSUMER, AUTOSCALING, SECRET,
-  FIREWALL.
+  GPU_MEMORY, GPU_TYPE, NODE_GROUP, MODEL, MODEL_PATH, PLACEMENT, SPREAD (warning), SERVING_PLAN, NODE_LOSS (warning),
+  EDGE, GATEWAY, CONSUMER, AUTOSCALING, SECRET, FIREWALL.
 
 ``gpu_nodes`` may also carry a GPU host's own STORE_PATH_VARIABLES (where they differ from ``values``): the model
 store role copies and checks with each host's values, so each host's are checked, and named.
 
 Roles read the plan and their own variables; none reads another role's facts.
 """
+
+import difflib
+import re
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils import consumers as consumer_rules
 from ansible_collections.aiinfra.k3s.plugins.module_utils import edge, firewall, gateway, monitoring
@@ -51,7 +58,12 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.serving_plan import (
     node_loss_capacity,
     plan_findings,
 )
-from ansible_collections.aiinfra.k3s.plugins.module_utils.workloads import MODEL_WORKLOAD_KIND
+from ansible_collections.aiinfra.k3s.plugins.module_utils.workloads import (
+    GPU_TYPE_LABEL,
+    MODEL_WORKLOAD_KIND,
+    NODE_GROUP_LABEL,
+    SHARED_LABEL,
+)
 
 # The variables the plan reads (role defaults apply where the inventory sets none).
 VARIABLES = (
@@ -117,14 +129,55 @@ SITE = "all"
 # Lists of model paths the model_registry role joins to the store on the GPU nodes and to the seed directory on the
 # controller (the seed copy runs as root).
 STORE_PATH_VARIABLES = ("model_registry_seed_models", "model_registry_preseeded")
+# A GPU host's GPU type (a free name such as H100-80GB) and node group (an operator's pool of nodes): the k3s roles
+# set them as the node labels workloads.GPU_TYPE_LABEL and workloads.NODE_GROUP_LABEL, which a model's placement
+# selects on (no GPU feature discovery needed).
+GPU_TYPE_VARIABLE = "aiinfra_gpu_type"
+NODE_GROUP_VARIABLE = "aiinfra_node_group"
+# A model's placement: its keys, the node attribute each selects on and the host variable that sets it.
+PLACEMENT_KEYS = {"gpu_types": ("gpu_type", GPU_TYPE_VARIABLE), "node_groups": ("node_group", NODE_GROUP_VARIABLE)}
+LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 
 def _truthy(value):
     return value is True or str(value).lower() in ("true", "yes", "on", "1")
 
 
+def label_value_error(value):
+    """Why a host's GPU type or node group cannot be a node label value (Kubernetes: at most 63 characters, letters,
+    digits, '-', '_' and '.', alphanumeric at both ends), or None."""
+    if not isinstance(value, str):
+        return "is %r, not a name" % (value,)
+    if len(value) > 63:
+        return "has %d characters, more than the 63 a node label value allows" % len(value)
+    if not LABEL_VALUE.match(value):
+        return "is %r, not a node label value (letters, digits, '-', '_' and '.', alphanumeric at both ends)" % value
+    return None
+
+
+def _label_input(host, hv, variable, code, out):
+    value = hv.get(variable)
+    if value in (None, ""):
+        return ""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    why = label_value_error(value)
+    if why:
+        out.append(
+            problem(
+                code,
+                host,
+                variable,
+                "%s %s" % (variable, why),
+                "name it as a node label value allows, e.g. H100-80GB" if code == "GPU_TYPE" else "e.g. pool-a",
+            )
+        )
+        return ""
+    return value
+
+
 def gpu_node_inputs(gpu_nodes):
-    """({node: {gpus, class, memory_mib}}, problems) from the GPU hosts' variables."""
+    """({node: {gpus, class, memory_mib, gpu_type, node_group}}, problems) from the GPU hosts' variables."""
     nodes, problems = {}, []
     for host, hv in sorted((gpu_nodes or {}).items()):
         count = hv.get("aiinfra_gpu_count", 1)
@@ -140,6 +193,8 @@ def gpu_node_inputs(gpu_nodes):
             "gpus": gpus,
             "class": hv.get("aiinfra_gpu_class") or "",
             "memory_mib": hv.get("aiinfra_gpu_memory_mib") or 0,
+            "gpu_type": _label_input(host, hv, GPU_TYPE_VARIABLE, "GPU_TYPE", problems),
+            "node_group": _label_input(host, hv, NODE_GROUP_VARIABLE, "NODE_GROUP", problems),
         }
     return nodes, problems
 
@@ -546,10 +601,13 @@ def store_path_problems(values, gpu_nodes=None):
     return out
 
 
-def node_loss_problems(models, survival, node_count):
-    """NODE_LOSS warnings: models that would have no replica anywhere after the loss of one GPU node."""
+def node_loss_problems(models, survival, node_count, named=()):
+    """NODE_LOSS warnings: models that would have no replica anywhere after the loss of one GPU node. named: models
+    a SPREAD warning already names for running on one node only (one finding per cause)."""
     out = []
     for model in models:
+        if model["served_name"] in named:
+            continue
         entry = survival.get(model["served_name"])
         if not entry or entry["replicas"] < 1 or entry["after_node_loss"] > 0:
             continue
@@ -573,8 +631,284 @@ def node_loss_problems(models, survival, node_count):
     return out
 
 
-def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True):
-    """The whole computed plan of a site (see the module docstring)."""
+def _names(value):
+    """The names of one placement key: a name or a list of names; None when it is neither."""
+    if value is None:
+        return []
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return [str(value)]
+    if isinstance(value, list) and all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
+        return [str(v) for v in value]
+    return None
+
+
+def _did_you_mean(name, known):
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6) or [k for k in known if k.lower() == name.lower()]
+    return " (did you mean %s?)" % close[0] if close else ""
+
+
+PLACEMENT_FIX = "write placement: {gpu_types: [H100-80GB], node_groups: [pool-a]} (either or both; lists of names)"
+
+
+def model_selection(model, nodes):
+    """(placement {gpu_types, node_groups}, explicit, GPU nodes the placement selects, problems) of one model. A node
+    is selected when its aiinfra_gpu_type is one of gpu_types (when given) and its aiinfra_node_group one of
+    node_groups (when given); a model without placement may use every GPU node."""
+    name, variable = model["served_name"], "%s_models" % model["server"]
+    raw = model.get("placement")
+    placement = {key: [] for key in PLACEMENT_KEYS}
+    out = []
+
+    def error(message, fix):
+        out.append(problem("PLACEMENT", SITE, variable, "%s: %s" % (name, message), fix))
+
+    if raw in (None, {}):
+        return placement, False, sorted(nodes), out
+    if not isinstance(raw, dict):
+        error("placement is %r, not a mapping" % (raw,), PLACEMENT_FIX)
+        return placement, True, [], out
+    for key in sorted(raw, key=str):
+        if key not in PLACEMENT_KEYS:
+            error(
+                "placement has the key %r, which is not one of its settings%s"
+                % (key, _did_you_mean(str(key), sorted(PLACEMENT_KEYS))),
+                PLACEMENT_FIX,
+            )
+    for key, (attribute, host_variable) in sorted(PLACEMENT_KEYS.items()):
+        names = _names(raw.get(key))
+        if names is None:
+            error("placement.%s is %r, not a list of names" % (key, raw.get(key)), PLACEMENT_FIX)
+            continue
+        placement[key] = sorted(set(names))
+        known = {}
+        for node, info in nodes.items():
+            if info.get(attribute):
+                known.setdefault(info[attribute], []).append(node)
+        for wanted in placement[key]:
+            if wanted in known:
+                continue
+            if known:
+                have = "; ".join("%s on %s" % (v, ", ".join(sorted(n))) for v, n in sorted(known.items()))
+                error(
+                    "placement.%s names %s, which no GPU node has (%s of the GPU nodes: %s)%s"
+                    % (key, wanted, host_variable, have, _did_you_mean(wanted, sorted(known))),
+                    "use one of %s, or set %s on the GPU hosts that have it"
+                    % (", ".join(sorted(known)), host_variable),
+                )
+            else:
+                error(
+                    "placement.%s names %s, but no GPU host sets %s" % (key, wanted, host_variable),
+                    "set %s on the GPU hosts (host_vars), e.g. %s: %s" % (host_variable, host_variable, wanted),
+                )
+    explicit = any(placement.values())
+    selected = sorted(
+        node
+        for node, info in nodes.items()
+        if all(
+            not placement[key] or info.get(attribute) in placement[key]
+            for key, (attribute, _v) in PLACEMENT_KEYS.items()
+        )
+    )
+    if explicit and not selected and not out:
+        error(
+            "no GPU node has %s"
+            % " and ".join(
+                "a %s in %s" % (host_variable, ", ".join(placement[key]))
+                for key, (_a, host_variable) in sorted(PLACEMENT_KEYS.items())
+                if placement[key]
+            ),
+            "widen the placement, or set aiinfra_gpu_type and aiinfra_node_group of the GPU hosts to match",
+        )
+    return placement, explicit, selected, out
+
+
+def _units(capacity, node, gpus):
+    """Replicas of a `gpus`-GPU pod one node can hold: its GPU slices for a one-GPU pod, its whole GPUs otherwise."""
+    cap = capacity[node]
+    return cap["gpus"] * cap["replicas"] if gpus == 1 else cap["gpus"] // gpus
+
+
+def placement_plan(models, nodes, capacity, reserve_whole):
+    """Where each model may run, decided once: sets on each model its ``placement`` ({gpu_types, node_groups}, as
+    given), ``node_affinity`` (the required node affinity's matchExpressions the model servers get), ``nodes`` (the
+    GPU nodes that match it and can hold a replica) and ``spread`` (hard: its replicas are spread over nodes with
+    DoNotSchedule, as each matching node can hold one and there are at least as many such nodes as replicas; soft:
+    ScheduleAnyway). Returns the PLACEMENT and SPREAD problems.
+
+    The affinity keeps multi-GPU pods off time-sliced nodes and, when the site has multi-GPU models, one-GPU pods on
+    the time-sliced nodes (workloads.whole_gpus_affinity) - unless the model's placement selects no time-sliced node
+    (the operator put it on whole GPUs); then it adds the placement's labels (workloads.GPU_TYPE_LABEL,
+    workloads.NODE_GROUP_LABEL)."""
+    shared = sorted({str(c["replicas"]) for c in capacity.values() if c["replicas"] > 1}, key=int)
+    sliced = {n for n, c in capacity.items() if c["replicas"] > 1}
+    out = []
+    for model in models:
+        placement, explicit, selected, found = model_selection(model, nodes)
+        out += found
+        gpus, name, variable = int(model["gpus"]), model["served_name"], "%s_models" % model["server"]
+        what = "tensor_parallel_size" if model["server"] == "vllm" else "gpus"
+        expressions = []
+        allowed = set(capacity)
+        if gpus > 1 and sliced:
+            expressions.append({"key": SHARED_LABEL, "operator": "NotIn", "values": shared})
+            allowed -= sliced
+        elif gpus == 1 and sliced and reserve_whole and (not explicit or sliced & set(selected)):
+            expressions.append({"key": SHARED_LABEL, "operator": "In", "values": shared})
+            allowed = set(sliced)
+        for key, label in (("gpu_types", GPU_TYPE_LABEL), ("node_groups", NODE_GROUP_LABEL)):
+            if placement[key]:
+                expressions.append({"key": label, "operator": "In", "values": list(placement[key])})
+        matching = [n for n in selected if n in allowed]
+        usable = [n for n in matching if _units(capacity, n, gpus) >= 1]
+        replicas = as_int(model["replicas"], 1)
+        # Anywhere on the site (no placement): what the site-wide checks (serving_plan) already judge.
+        anywhere = [n for n in allowed if _units(capacity, n, gpus) >= 1]
+        if explicit and selected and not found:
+            where = ", ".join(selected)
+            if not matching and anywhere:
+                out.append(
+                    problem(
+                        "PLACEMENT",
+                        SITE,
+                        variable,
+                        "%s: %s %d needs whole GPUs, but every node of its placement (%s) is time-sliced (a pod gets "
+                        "one slice at most there)" % (name, what, gpus, where),
+                        "place it on nodes without time-slicing, or give its nodes a class of 1 replica",
+                    )
+                )
+            elif matching and not usable and anywhere:
+                out.append(
+                    problem(
+                        "PLACEMENT",
+                        SITE,
+                        variable,
+                        "%s: %s %d needs %d GPUs on one node, but the nodes of its placement have at most %d (%s)"
+                        % (name, what, gpus, gpus, max(capacity[n]["gpus"] for n in matching), where),
+                        "place it on nodes with %d GPUs or more, or lower %s" % (gpus, what),
+                    )
+                )
+            elif usable and len(usable) < len(matching):
+                small = [n for n in matching if n not in usable]
+                out.append(
+                    problem(
+                        "PLACEMENT",
+                        SITE,
+                        variable,
+                        "%s: %s %s its placement but %s fewer than the %d GPUs one replica needs: no replica "
+                        "runs there, and its replicas are spread as the scheduler prefers, not for sure"
+                        % (
+                            name,
+                            ", ".join(small),
+                            "matches" if len(small) == 1 else "match",
+                            "has" if len(small) == 1 else "have",
+                            gpus,
+                        ),
+                        "narrow the placement to the nodes with %d GPUs or more (%s)" % (gpus, ", ".join(usable)),
+                        "warning",
+                    )
+                )
+            room = sum(_units(capacity, n, gpus) for n in usable)
+            if usable and room < replicas <= sum(_units(capacity, n, gpus) for n in anywhere):
+                out.append(
+                    problem(
+                        "PLACEMENT",
+                        SITE,
+                        variable,
+                        "%s: %d replica(s) of %d GPU(s) do not fit the nodes of its placement (%s), which hold %d"
+                        % (name, replicas, gpus, ", ".join(usable), room),
+                        "widen the placement, add nodes of its GPU type or group, or lower replicas",
+                    )
+                )
+        hard = bool(usable) and len(usable) == len(matching) and len(usable) >= replicas
+        refused = any(p["severity"] == "error" and p["problem"].startswith(name + ":") for p in out)
+        if replicas > 1 and usable and not hard and not refused:
+            if len(usable) < replicas:
+                out.append(
+                    problem(
+                        "SPREAD",
+                        SITE,
+                        variable,
+                        "%s: its %d replicas cannot be spread over nodes: only %s may run it, so replicas share a "
+                        "node and that node's loss takes them all down"
+                        % (
+                            name,
+                            replicas,
+                            "%s (%d nodes)" % (", ".join(usable), len(usable)) if len(usable) > 1 else usable[0],
+                        ),
+                        "add GPU nodes it may use (or widen its placement), or lower its replicas",
+                        "warning",
+                    )
+                )
+            elif not explicit:
+                out.append(
+                    problem(
+                        "SPREAD",
+                        SITE,
+                        variable,
+                        "%s: its replicas are spread only as the scheduler prefers (ScheduleAnyway): %s may run its "
+                        "pods (node affinity) but %s fewer than the %d GPUs one replica needs, and a hard spread "
+                        "would wait for a replica there"
+                        % (
+                            name,
+                            ", ".join(n for n in matching if n not in usable),
+                            "has" if len(matching) - len(usable) == 1 else "have",
+                            gpus,
+                        ),
+                        "place it on the nodes with %d GPUs or more (placement.gpu_types or placement.node_groups)"
+                        % gpus,
+                        "warning",
+                    )
+                )
+        model.update(placement=placement, node_affinity=expressions, nodes=usable, spread="hard" if hard else "soft")
+    return out
+
+
+def gateway_placement(values, gpu_hosts, cluster_hosts):
+    """(nodes the gateway's pods may run on, problems): litellm_placement cpu keeps them on the cluster's non-GPU
+    nodes, gpu on the GPU nodes, any on every node. A gateway whose replicas can only run on one node cannot spread
+    over failure domains: that node's loss stops every request (warning). cluster_hosts: every cluster node, or
+    empty when unknown (no check)."""
+    if not _truthy(values.get("litellm_enabled")) or not cluster_hosts:
+        return None, []
+    gpu = set(gpu_hosts)
+    where = values.get("litellm_placement")
+    nodes = {
+        "cpu": [n for n in cluster_hosts if n not in gpu],
+        "gpu": [n for n in cluster_hosts if n in gpu],
+        "any": list(cluster_hosts),
+    }.get(where)
+    if nodes is None:
+        return None, []  # setting_problems names the placement
+    nodes = sorted(set(nodes))
+    engine = values.get("autoscaling_engine")
+    replicas = as_int(values.get("litellm_replicas"), 2)
+    if engine in ("keda", "hpa"):
+        replicas = as_int(values.get("autoscaling_gateway_min_replicas"), replicas)
+    out = []
+    if replicas > 1 and len(nodes) == 1:
+        kind = {"cpu": "non-GPU node", "gpu": "GPU node", "any": "cluster node"}[where]
+        out.append(
+            problem(
+                "GATEWAY",
+                SITE,
+                "litellm_placement",
+                "the gateway's %d replicas all run on %s, the only %s litellm_placement %s allows: they cannot "
+                "spread over failure domains, and that node's loss (or drain) stops every request"
+                % (replicas, nodes[0], kind, where),
+                (
+                    "add a second server or a non-GPU agent, or set litellm_placement to any"
+                    if where == "cpu"
+                    else "add nodes the placement allows, or set litellm_placement to any"
+                ),
+                "warning",
+            )
+        )
+    return nodes, out
+
+
+def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True, cluster_hosts=None):
+    """The whole computed plan of a site (see the module docstring). cluster_hosts: every cluster node (servers and
+    agents), where the gateway may run; None or empty when unknown (its spread is then not checked)."""
     values = dict(values)
     nodes, problems = gpu_node_inputs(gpu_nodes)
     enabled = _truthy(values.get("gpu_operator_enabled", True))
@@ -599,6 +933,8 @@ def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True):
     ]
     vllm, nim = [m for m in vllm if m.get("served_name")], [m for m in nim if m.get("served_name")]
     models = vllm + nim
+    reserve_whole = any(m["gpus"] > 1 for m in models)
+    problems += placement_plan(models, nodes, capacity, reserve_whole)
     problems += store_path_problems(values, gpu_nodes)
     stored = list(values.get("model_registry_seed_models") or []) + list(values.get("model_registry_preseeded") or [])
     weights = {path: int(size) / 1073741824.0 for path, size in (weights_bytes or {}).items()}
@@ -626,22 +962,34 @@ def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True):
     work = model_workloads(values, models, capacity)
     if _truthy(values.get("litellm_enabled")):
         work.append(gateway_workload(values))
+        gateway_nodes, found = gateway_placement(values, nodes, cluster_hosts)
+        problems += found
+        if gateway_nodes is not None:
+            work[-1]["nodes"] = gateway_nodes
     owned = {w["served_name"]: w["autoscaler"] != "none" for w in work if "served_name" in w}
     for model in models:
         model["autoscaled"] = owned.get(model["served_name"], False)
     shared = [c["replicas"] for c in capacity.values() if c["replicas"] > 1]
-    reserve_whole = any(m["gpus"] > 1 for m in models)
     survival = node_loss_capacity(
         [{"name": m["served_name"], "gpus": m["gpus"], "replicas": as_int(m["replicas"], 1)} for m in models],
         capacity,
         reserve_whole,
     )
-    problems += node_loss_problems(models, survival, len(capacity))
+    one_node = {
+        m["served_name"]
+        for m in models
+        if len(m["nodes"]) == 1 and m["spread"] == "soft" and as_int(m["replicas"], 1) > 1
+    }
+    problems += node_loss_problems(models, survival, len(capacity), one_node)
     host_firewall, found = firewall.firewall_plan(values)
     problems += found
     return {
         "nodes": {
-            node: dict(capacity[node], **{"class": (nodes[node]["class"] or default_class) if enabled else ""})
+            node: dict(
+                capacity[node],
+                **{"class": (nodes[node]["class"] or default_class) if enabled else ""},
+                **{key: nodes[node][key] for key in ("gpu_type", "node_group") if nodes[node][key]},
+            )
             for node in capacity
         },
         "classes": class_summary(nodes, capacity, default_class, enabled),

@@ -37,6 +37,12 @@ VOLUMES_PER_UNIT = 2
 # too). Pods asking for several GPUs keep off nodes whose GPUs are sliced: the device plugin runs with
 # failRequestsGreaterThanOne, so a request for two slices fails rather than landing on one physical GPU.
 SHARED_LABEL = "nvidia.com/gpu.replicas"
+# The collection's own node labels of a GPU node, set by the k3s roles from its host variables aiinfra_gpu_type (a
+# free name such as H100-80GB) and aiinfra_node_group (an operator's pool of nodes): a model's placement selects on
+# them (site_plan.placement_plan), without waiting for GPU Feature Discovery.
+GPU_TYPE_LABEL = "aiinfra.io/gpu-type"
+NODE_GROUP_LABEL = "aiinfra.io/node-group"
+HOSTNAME_KEY = "kubernetes.io/hostname"
 # vLLM's share of a GPU's memory when the GPU is its own (vLLM's default); divided by the slices of a shared GPU.
 MEMORY_UTILIZATION = 0.9
 # Fraction of a model server's memory share that must stay free of weights, for activations and the KV cache.
@@ -123,7 +129,9 @@ def gpu_workload(spec, site):
     metrics_path, termination_grace_period, store ({storage_class, size}: the claim template of the
     volume named "models"); optional health ({startup, ready, live} paths, default /health),
     env_secrets ({ENV: [secret, key]}), image_pull_secrets (names), spread_keys (topology keys the replicas
-    are spread over), autoscaled (an autoscaler owns the replica count).
+    are spread over), spread (hard: the spread over nodes is required, DoNotSchedule; else ScheduleAnyway),
+    node_affinity (the site plan's matchExpressions of the required node affinity; left out, it follows from
+    site's shared_replicas and reserve_whole), autoscaled (an autoscaler owns the replica count).
     site: namespace, gpu_node_selector (dict), gpu_toleration_key, runtime_class (or empty), node_lost_seconds
     (NODE_LOST_SECONDS when absent).
     """
@@ -177,7 +185,11 @@ def gpu_workload(spec, site):
     if site.get("runtime_class"):
         pod_spec["runtimeClassName"] = site["runtime_class"]
     harden(pod_spec, container, spec.get("run_as_user", RUN_AS_USER))
-    if gpus > 1 and site.get("shared_replicas"):
+    if spec.get("node_affinity") is not None:
+        # The site plan's decision (site_plan.placement_plan): time-slicing and the model's placement in one term.
+        if spec["node_affinity"]:
+            pod_spec["affinity"] = node_affinity(spec["node_affinity"])
+    elif gpus > 1 and site.get("shared_replicas"):
         pod_spec["affinity"] = whole_gpus_affinity(site["shared_replicas"])
     elif site.get("shared_replicas") and site.get("reserve_whole"):
         # Multi-GPU pods need the unsliced nodes: one-GPU pods keep to the sliced ones, or they could fill the
@@ -187,6 +199,10 @@ def gpu_workload(spec, site):
         pod_spec["imagePullSecrets"] = [{"name": n} for n in spec["image_pull_secrets"]]
     if spec.get("spread_keys"):
         pod_spec["topologySpreadConstraints"] = spread(spec["spread_keys"], selector)
+        if spec.get("spread") == "hard":
+            pod_spec["topologySpreadConstraints"] = [
+                hard_spread(c) if c["topologyKey"] == HOSTNAME_KEY else c for c in pod_spec["topologySpreadConstraints"]
+            ]
     annotations = {
         "prometheus.io/scrape": "true",
         "prometheus.io/port": str(port),
@@ -226,6 +242,19 @@ def gpu_workload(spec, site):
         },
     }
     return [deployment, service]
+
+
+def hard_spread(constraint):
+    """A spread constraint the scheduler must keep (DoNotSchedule), over the nodes the pod may use and can be
+    scheduled on now: nodeTaintsPolicy Honor leaves out a node that is unreachable, NotReady or cordoned (its taints
+    are not tolerated for scheduling), so the replacement of a lost or drained node's replica still finds a node."""
+    return dict(constraint, whenUnsatisfiable="DoNotSchedule", nodeAffinityPolicy="Honor", nodeTaintsPolicy="Honor")
+
+
+def node_affinity(expressions):
+    """A required node affinity of one term: the node must match every expression."""
+    term = {"matchExpressions": [dict(e, values=list(e["values"])) for e in expressions]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
 
 
 def whole_gpus_affinity(shared_replicas, operator="NotIn"):
@@ -293,6 +322,17 @@ def logging_configmap(name, namespace, loggers, level):
     }
 
 
+def placement_spec(model):
+    """The site plan's placement of a model (site_plan.placement_plan) as gpu_workload spec keys: its required node
+    affinity and whether its replicas must be spread over nodes. A model not from the plan gets neither."""
+    out = {}
+    if isinstance(model.get("node_affinity"), list):
+        out["node_affinity"] = model["node_affinity"]
+    if model.get("spread"):
+        out["spread"] = model["spread"]
+    return out
+
+
 def vllm_manifests(models, site, defaults):
     """Deployment + Service per vLLM model (+ PodDisruptionBudget with several replicas), and the shared
     JSON-logging ConfigMap. defaults: image, store_mount, store ({storage_class, size}), shm_size, resources,
@@ -331,7 +371,7 @@ def vllm_manifests(models, site, defaults):
             "gpus": tp,
             "replicas": model["replicas"],
             "autoscaled": model.get("autoscaled", False),
-            "resources": model.get("resources", defaults["resources"]),
+            "resources": model.get("resources") or defaults["resources"],
             "startup_timeout": model.get("startup_timeout", 1800),
             "termination_grace_period": model["termination_grace_period"],
             "volume_mounts": [
@@ -340,13 +380,18 @@ def vllm_manifests(models, site, defaults):
                 {"name": "logging", "mountPath": LOG_DIR, "readOnly": True},
             ],
             "volumes": [
-                {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": defaults["shm_size"]}},
+                {
+                    "name": "dshm",
+                    "emptyDir": {"medium": "Memory", "sizeLimit": model.get("shm_size") or defaults["shm_size"]},
+                },
                 {"name": "logging", "configMap": {"name": log_map}},
             ],
             "store": defaults["store"],
             "run_as_user": defaults.get("run_as_user", RUN_AS_USER),
-            # Replicas on different GPU nodes where there is room, so that one node's loss leaves the others.
-            "spread_keys": ["kubernetes.io/hostname"],
+            # Replicas on different GPU nodes, so that one node's loss leaves the others: required where the site
+            # plan found a node for each (spread hard), preferred otherwise.
+            "spread_keys": [HOSTNAME_KEY],
+            **placement_spec(model),
         }
         out.extend(gpu_workload(spec, site))
         if int(model["replicas"]) > 1:
@@ -402,22 +447,26 @@ def nim_manifests(models, site, defaults):
             "gpus": model["gpus"],
             "replicas": replicas,
             "autoscaled": True,
-            "resources": model.get("resources", defaults["resources"]),
+            "resources": model.get("resources") or defaults["resources"],
             "startup_timeout": model.get("startup_timeout", 1800),
             "termination_grace_period": model["termination_grace_period"],
             "health": {"startup": "/v1/health/ready", "ready": "/v1/health/ready", "live": "/v1/health/live"},
             # NIM for LLMs serves its Prometheus metrics under /v1 like its health endpoints.
             "metrics_path": "/v1/metrics",
-            "spread_keys": ["kubernetes.io/hostname", "topology.kubernetes.io/zone"],
+            "spread_keys": [HOSTNAME_KEY, "topology.kubernetes.io/zone"],
             "volume_mounts": [
                 {"name": "models", "mountPath": defaults["store_mount"], "readOnly": defaults["store_read_only"]},
                 {"name": "dshm", "mountPath": "/dev/shm"},
             ],
             "volumes": [
-                {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": defaults["shm_size"]}},
+                {
+                    "name": "dshm",
+                    "emptyDir": {"medium": "Memory", "sizeLimit": model.get("shm_size") or defaults["shm_size"]},
+                },
             ],
             "store": defaults["store"],
             "run_as_user": defaults.get("run_as_user", RUN_AS_USER),
+            **placement_spec(model),
         }
         out.extend(gpu_workload(spec, site))
         labels = labels_for(name, "nim")

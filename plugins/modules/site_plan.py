@@ -10,8 +10,9 @@ version_added: 0.1.0
 description:
   - Runs on the controller only (an action plugin); it touches no host.
   - Reads the inventory's value of each variable the plan needs, or the owning role's default when the
-    inventory sets none, and the C(aiinfra_gpu_count), C(aiinfra_gpu_class) and C(aiinfra_gpu_memory_mib) of
-    the GPU hosts. Measures the weight files of models seeded from the controller (C(model_registry_seed_dir)).
+    inventory sets none, and the C(aiinfra_gpu_count), C(aiinfra_gpu_class), C(aiinfra_gpu_memory_mib),
+    C(aiinfra_gpu_type) and C(aiinfra_node_group) of the GPU hosts. Measures the weight files of models seeded
+    from the controller (C(model_registry_seed_dir)).
   - Returns the plan (GPU nodes and classes, capacity, placement, every model with its defaults filled in,
     each workload's replica bounds and autoscaler, the gateway's routes, the edge, and every problem found as
     data with a severity). The aiinfra.k3s.site_plan role sets it as the C(site_plan_current) fact, which the
@@ -25,6 +26,13 @@ options:
     type: list
     elements: str
     required: true
+  cluster_hosts:
+    description:
+      - Every cluster node (servers and agents): the nodes the gateway may run on follow from them and
+        C(litellm_placement). Left out or empty, the gateway's spread over nodes is not checked.
+    type: list
+    elements: str
+    default: []
   secrets:
     description:
       - Check the secrets (LiteLLM master key, Grafana password, NGC key) as well. Off for a render without
@@ -39,6 +47,7 @@ EXAMPLES = r"""
 - name: Compute the site plan
   aiinfra.k3s.site_plan:
     gpu_hosts: "{{ groups['gpu_nodes'] }}"
+    cluster_hosts: "{{ groups['k3s_servers'] + groups['k3s_agents'] }}"
   register: site
 
 - name: Stop on a plan that cannot work
@@ -54,7 +63,9 @@ plan:
   type: dict
   contains:
     nodes:
-      description: GPU node to its C(class), C(gpus), C(replicas) per GPU and C(memory_mib).
+      description:
+        - GPU node to its C(class), C(gpus), C(replicas) per GPU, C(memory_mib), and C(gpu_type) and C(node_group)
+          where the host sets them.
       type: dict
     classes:
       description: Class to its C(nodes), C(gpus), C(replicas) and C(slices).
@@ -66,11 +77,17 @@ plan:
       description: C(shared_replicas) (time-slicing replicas of the sliced nodes) and C(reserve_whole).
       type: dict
     models:
-      description: Every vLLM and NIM model with its defaults filled in, its C(server) and C(autoscaled).
+      description:
+        - Every vLLM and NIM model with its defaults filled in, its C(server) and C(autoscaled), and where it may run
+          - C(placement) (its C(gpu_types) and C(node_groups)), C(nodes) (the GPU nodes that match its placement and
+          can hold a replica), C(node_affinity) (the required node affinity its pods get) and C(spread) (C(hard):
+          its replicas must be on different nodes; C(soft): preferred, with a SPREAD warning).
       type: list
       elements: dict
     workloads:
-      description: Each scalable workload with C(name), C(kind), C(namespace), C(min), C(max) and C(autoscaler).
+      description:
+        - Each scalable workload with C(name), C(kind), C(namespace), C(min), C(max) and C(autoscaler); the gateway's
+          also with C(nodes) (where C(litellm_placement) lets it run) when the cluster hosts are known.
       type: list
       elements: dict
     routes:
@@ -101,6 +118,7 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "gpu_hosts": {"type": "list", "elements": "str", "required": True},
+            "cluster_hosts": {"type": "list", "elements": "str", "default": []},
             "secrets": {"type": "bool", "default": True},
         },
         supports_check_mode=True,

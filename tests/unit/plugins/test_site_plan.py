@@ -14,7 +14,9 @@ CASES = DATA["cases"]
 
 def plan_of(case):
     values = dict(copy.deepcopy(DATA["base"]), **copy.deepcopy(case.get("values") or {}))
-    return site_plan.site_plan(values, case.get("gpu_nodes") or {}, {}, case.get("secrets", True))
+    return site_plan.site_plan(
+        values, case.get("gpu_nodes") or {}, {}, case.get("secrets", True), case.get("cluster_hosts")
+    )
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
@@ -28,6 +30,16 @@ def test_site_plan(case):
         assert [p["host"] for p in problems] == expect.pop("problem_hosts"), problems
     for p in problems:
         assert p["severity"] == case.get("severity", "error") and p["host"] and p["problem"]
+        if p["code"] in ("PLACEMENT", "SPREAD", "GPU_TYPE", "NODE_GROUP"):
+            assert p["fix"], p
+    for text in expect.pop("problem_text", []):
+        assert any(text in p["problem"] for p in problems), (text, problems)
+    # Parts of the models and of the gateway's workload, by name.
+    for part in ("nodes", "spread"):
+        for name, want in expect.pop("models_" + part, {}).items():
+            assert [m[part] for m in plan["models"] if m["served_name"] == name] == [want], (name, part)
+    if "gateway_nodes" in expect:
+        assert [w.get("nodes") for w in plan["workloads"] if w["server"] == "litellm"] == [expect.pop("gateway_nodes")]
     for key, want in expect.items():
         got = plan[key]
         if key == "nodes":  # memory_mib appears only where the inventory gives it
