@@ -78,6 +78,11 @@ def gpu_capacity(nodes, classes=None, default_class=""):
 
 ERROR = "error"
 WARNING = "warning"
+# Codes of plan_findings(severity=True): SERVING_PLAN, but MODEL_SIZE for a model whose size is unknown (its fit in
+# GPU memory is not checked, its sizes are not derived) and GPU_MEMORY for nodes whose GPU memory is unknown.
+CODE = "SERVING_PLAN"
+UNSIZED = "MODEL_SIZE"
+UNKNOWN_GPU_MEMORY = "GPU_MEMORY"
 
 
 def names_text(names):
@@ -333,7 +338,7 @@ def eligible_nodes(work, capacity, reserve_whole=False):
 
 
 def memory_findings(work, capacity, weights_gib, measured=False, reserve_whole=False):
-    """[(message, severity)]: vLLM's memory share of a GPU, and whether the weights fit in it with room for the KV
+    """[(message, severity[, code])]: vLLM's memory share of a GPU, and whether the weights fit in it with room for the KV
     cache, checked against the smallest GPU of the nodes the pods may land on. weights_gib None: the fit is not
     checked (a warning; measured: the size came from the seed directory)."""
     shared = [c["replicas"] for c in capacity.values()]
@@ -373,6 +378,7 @@ def memory_findings(work, capacity, weights_gib, measured=False, reserve_whole=F
                 "measured in model_registry_seed_dir (it is not among model_registry_seed_models there); set the "
                 "model's weights_gib to the GiB of its weight files" % work["name"],
                 WARNING,
+                UNSIZED,
             )
         )
         return out
@@ -428,7 +434,7 @@ def memory_findings(work, capacity, weights_gib, measured=False, reserve_whole=F
 
 def memory_problems(work, capacity, weights_gib):
     """The errors of memory_findings (vLLM's memory share of a GPU and the weights' fit in it)."""
-    return [message for message, severity in memory_findings(work, capacity, weights_gib) if severity == ERROR]
+    return [entry[0] for entry in memory_findings(work, capacity, weights_gib) if entry[1] == ERROR]
 
 
 def load_memory_problem(work, weights_gib):
@@ -532,8 +538,9 @@ def plan_findings(
     bare GPU count per node also works); store_paths: model paths present in the store (None when unknown);
     weights: {model path: GiB of weights} measured in the seed directory (a model's own weights_gib wins);
     model_configs: {model path: parsed config.json} (models.model_configs) to check tensor_parallel_size against
-    the attention heads. severity: return (variable, message, "error" or "warning") triples, warnings included
-    (without it, the errors alone, as before).
+    the attention heads. severity: return every finding, warnings included, as {"code" (SERVING_PLAN, MODEL_SIZE or
+    GPU_MEMORY), "severity" ("error" or "warning"), "variable", "problem"} (without it, the errors alone, as
+    (variable, message), as before).
     """
     weights = weights or {}
     model_configs = model_configs or {}
@@ -573,7 +580,7 @@ def plan_findings(
             }
         )
     if not capacity:
-        found = [("vllm_models", "no GPU node in the inventory: the model servers need the GPU group", ERROR)]
+        found = [("vllm_models", "no GPU node in the inventory: the model servers need the GPU group", ERROR, CODE)]
         return _returned(found if workloads else [], severity)
     problems = []
     total = sum(c["gpus"] * c["replicas"] for c in capacity.values())
@@ -665,8 +672,10 @@ def plan_findings(
                     ERROR,
                 )
             )
-        problems.extend((work["variable"], message, level) for message, level in found)
-    problems.extend(("vllm_models", message, ERROR) for message in capacity_problems(counted, capacity))
+        problems.extend(
+            (work["variable"], *entry) if len(entry) > 2 else (work["variable"], *entry, CODE) for entry in found
+        )
+    problems.extend(("vllm_models", message, ERROR, CODE) for message in capacity_problems(counted, capacity))
     if unmeasured:
         nodes = sorted({n for _name, unknown in unmeasured for n in unknown})
         problems.append(
@@ -676,16 +685,21 @@ def plan_findings(
                 "there; set it on those hosts to the MiB of one GPU as nvidia-smi shows it (e.g. 81559 for an H100 "
                 "80GB, 46068 for an L40S)" % (names_text([name for name, _u in unmeasured]), names_text(nodes)),
                 WARNING,
+                UNKNOWN_GPU_MEMORY,
             )
         )
     return _returned(problems, severity)
 
 
 def _returned(problems, severity):
-    """plan_findings' answer: triples with severity, else the errors as (variable, message)."""
+    """plan_findings' answer: with severity, {"code", "severity", "variable", "problem"} per finding; else the
+    errors as (variable, message)."""
     if severity:
-        return list(problems)
-    return [(variable, message) for variable, message, level in problems if level == ERROR]
+        return [
+            {"code": code, "severity": level, "variable": variable, "problem": message}
+            for variable, message, level, code in problems
+        ]
+    return [(variable, message) for variable, message, level, _code in problems if level == ERROR]
 
 
 def capacity_problems(works, capacity):

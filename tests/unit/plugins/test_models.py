@@ -40,3 +40,20 @@ def test_paths_inside_the_store_pass(path):
 def test_filling_is_idempotent():
     once = models.filled("vllm", [{"served_name": "m", "path": "p"}], "img:1")
     assert models.filled("vllm", once, "other:2") == once
+
+
+def test_sizes_are_filled_once_from_the_weights():
+    """Issue 29, item 7: a model of known size gets resources and /dev/shm from its weights and tensor parallel."""
+    once = models.filled("vllm", [{"served_name": "m", "path": "p", "tensor_parallel_size": 2}], "img:1", {"p": 30.0})
+    assert once[0]["resources"] == {
+        "requests": {"cpu": "6", "memory": "27Gi"},
+        "limits": {"cpu": "12", "memory": "46Gi"},
+    }
+    assert once[0]["shm_size"] == "4Gi"
+    assert models.filled("vllm", once, "img:1", {"p": 99.0}) == once
+
+
+@pytest.mark.parametrize("value", [None, "lots", True, -1, float("nan")])
+def test_a_size_that_is_no_size_derives_nothing(value):
+    (model,) = models.filled("vllm", [{"served_name": "m", "path": "p", "weights_gib": value}], "img:1")
+    assert "resources" not in model and "shm_size" not in model

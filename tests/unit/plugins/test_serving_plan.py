@@ -46,11 +46,11 @@ def findings(models, capacity=None, **kwargs):
 
 
 def errors(models, capacity=None, **kwargs):
-    return [m for _v, m, level in findings(models, capacity, **kwargs) if level == "error"]
+    return [f["problem"] for f in findings(models, capacity, **kwargs) if f["severity"] == "error"]
 
 
 def warnings(models, capacity=None, **kwargs):
-    return [m for _v, m, level in findings(models, capacity, **kwargs) if level == "warning"]
+    return [f["problem"] for f in findings(models, capacity, **kwargs) if f["severity"] == "warning"]
 
 
 # ---------------------------------------------------------------- item 7: sizes derived from the model
@@ -109,7 +109,8 @@ def test_a_memory_limit_below_what_loading_needs_is_refused():
     assert problem.startswith("llama-3.1-70b: resources.limits.memory 24Gi is below the 53Gi")
     assert "131.5 GiB / tensor_parallel_size 4 = 32.9 GiB" in problem and "at least 53Gi" in problem
     # The site plan names it SERVING_PLAN on vllm_models (plan_findings' variable).
-    assert ("vllm_models", problem, "error") in findings([low, QWEN])
+    want = {"code": "SERVING_PLAN", "severity": "error", "variable": "vllm_models", "problem": problem}
+    assert want in findings([low, QWEN])
     assert not [m for m in errors([dict(low, resources={"limits": {"memory": "53Gi"}}), QWEN]) if "limits" in m]
     assert any(
         "not a Kubernetes memory quantity" in m for m in errors([dict(low, resources={"limits": {"memory": "lots"}})])
@@ -135,6 +136,8 @@ def test_a_model_of_unknown_size_is_named_not_silently_skipped():
     bare = {"served_name": "mystery", "path": "org/mystery"}
     (warning,) = warnings([bare], {"g": {"gpus": 1, "replicas": 1, "memory_mib": 23034}})
     assert warning.startswith("mystery: the fit of its weights in GPU memory was not checked")
+    (finding,) = findings([bare], {"g": {"gpus": 1, "replicas": 1, "memory_mib": 23034}})
+    assert (finding["code"], finding["severity"], finding["variable"]) == ("MODEL_SIZE", "warning", "vllm_models")
     assert "weights_gib" in warning
     # Not when the size was measured in the seed directory, and never among the errors (plan_problems).
     assert warnings([bare], {"g": {"gpus": 1, "replicas": 1, "memory_mib": 23034}}, weights={"org/mystery": 5.0}) == []
@@ -145,6 +148,7 @@ def test_unknown_gpu_memory_is_one_warning_for_the_site():
     capacity = {"a": {"gpus": 1, "replicas": 1}, "b": {"gpus": 1, "replicas": 1}}
     (warning,) = warnings([dict(QWEN, replicas=1), dict(QWEN, served_name="q2", replicas=1)], capacity)
     assert "qwen2.5-7b and q2" in warning and "GPU memory of a and b" in warning
+    assert [f["code"] for f in findings([QWEN], capacity)] == ["GPU_MEMORY"]
 
 
 def test_the_fit_check_prints_the_limit_and_the_gpu_it_compared_against():
@@ -284,3 +288,22 @@ def test_the_newcomer_site_plans_cleanly():
     sized = {m["served_name"]: m for m in md.filled("vllm", models, IMAGE)}
     assert sized["llama-3.1-70b"]["resources"]["limits"]["memory"] == "160Gi"
     assert sized["qwen2.5-7b"]["shm_size"] == "2Gi"
+
+
+def test_a_head_count_mistake_does_not_hide_a_gpu_shortage():
+    """Two causes, two findings: TP 3 does not fit Llama's heads, and 3 replicas x 3 GPUs exceed the whole GPUs."""
+    small = {"a": {"gpus": 4, "replicas": 1}, "b": {"gpus": 4, "replicas": 1}, "s": {"gpus": 1, "replicas": 2}}
+    found = errors([dict(LLAMA, tensor_parallel_size=3, replicas=3, weights_gib=None)], small, model_configs=CONFIGS)
+    assert len(found) == 2, found
+    assert "does not fit the model's 64 attention heads" in found[0]
+    assert found[1].startswith(
+        "the multi-GPU models need 9 whole GPUs in all but the nodes without time-slicing have 8"
+    )
+
+
+def test_the_nodes_a_model_is_placed_on_are_the_ones_compared():
+    """The site plan's models[].nodes (placement) narrow the nodes whose GPU memory the weights are checked against."""
+    capacity = dict(SITE, gpu3=dict(SITE["gpu3"], replicas=1))
+    placed = dict(QWEN, weights_gib=40.0, replicas=1, nodes=["gpu1", "gpu2"])
+    assert errors([placed], capacity) == []
+    assert errors([dict(placed, nodes=["gpu3"])], capacity)
