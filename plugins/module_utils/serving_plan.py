@@ -195,13 +195,22 @@ def sharing_problems(work, capacity):
     return [found] if found and "needs %d whole GPUs" % work["gpus"] in found else []
 
 
+def model_nodes(work, capacity):
+    """The capacity of the nodes the model may use: its ``nodes`` where the plan gives them (placement), else
+    every node."""
+    allowed = (work.get("model") or {}).get("nodes")
+    if isinstance(allowed, list) and allowed:
+        return {n: c for n, c in capacity.items() if n in allowed}
+    return capacity
+
+
 def slot_problem(work, capacity):
     """A multi-GPU workload whose replicas cannot all have their GPUs on one node each: each node without
     time-slicing holds floor(GPUs / GPUs per replica) of them, whatever else runs."""
     gpus = work["gpus"]
     if gpus < 2:
         return None
-    whole = {n: c["gpus"] for n, c in sorted(capacity.items()) if c["replicas"] == 1}
+    whole = {n: c["gpus"] for n, c in sorted(model_nodes(work, capacity).items()) if c["replicas"] == 1}
     slots = sum(g // gpus for g in whole.values())
     if work["replicas"] <= slots or sum(whole.values()) < work["replicas"] * gpus:
         return None  # the count of whole GPUs (capacity_problems) is the cause, not their split over nodes
@@ -288,7 +297,9 @@ def stranded_warning(work, capacity, others, reserve_whole):
     tp = work["gpus"]
     if tp < 2:
         return None
-    nodes = {n: c["gpus"] for n, c in sorted(capacity.items()) if c["replicas"] == 1 and c["gpus"] >= tp}
+    nodes = {
+        n: c["gpus"] for n, c in sorted(model_nodes(work, capacity).items()) if c["replicas"] == 1 and c["gpus"] >= tp
+    }
     left = {n: g % tp for n, g in nodes.items() if g % tp}
     if not left:
         return None
@@ -324,14 +335,11 @@ def eligible_nodes(work, capacity, reserve_whole=False):
     only time-sliced ones for a one-GPU pod when reserve_whole (multi-GPU models in the plan keep the whole GPUs,
     workloads.whole_gpus_affinity), and among the model's own ``nodes`` where the plan gives them."""
     sliced = {n for n, c in capacity.items() if c["replicas"] > 1}
-    allowed = (work.get("model") or {}).get("nodes")
     out = {}
-    for node, cap in capacity.items():
+    for node, cap in model_nodes(work, capacity).items():
         if cap["gpus"] < work["gpus"] or (work["gpus"] > 1 and node in sliced):
             continue
         if work["gpus"] == 1 and reserve_whole and sliced and node not in sliced:
-            continue
-        if isinstance(allowed, list) and allowed and node not in allowed:
             continue
         out[node] = cap
     return out
