@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import run_playbook, write_inventory
+from conftest import ROOT, run_playbook, write_inventory
 from make_test_airgap import make_model
 
 MODEL = "nvidia/Nemotron-4-35B"
@@ -125,3 +125,67 @@ def test_a_seed_path_leaving_the_seed_directory_is_refused_before_the_host_is_to
     assert "MODEL_PATH [gpu-1] model_registry_seed_models - model_registry_seed_models[1] is '../secret'" in proc.stdout
     assert "fix - write the model's directory relative to the model store" in proc.stdout
     assert not store.exists() and not (tmp_path / "secret").exists()
+
+
+def placed_site(tmp_path, source, seeded, required=True):
+    """Two GPU nodes of different GPU types (local connection, a store each) and a model placed on each type."""
+    local = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}
+    hosts = {
+        "gpu-1": dict(local, aiinfra_gpu_type="T1", model_registry_path=str(tmp_path / "store-1")),
+        "gpu-2": dict(local, aiinfra_gpu_type="T2", model_registry_path=str(tmp_path / "store-2")),
+    }
+    inventory = write_inventory(
+        tmp_path / "inv",
+        {"all": {"children": {"k3s_agents": {"hosts": hosts}, "gpu_nodes": {"hosts": {h: {} for h in hosts}}}}},
+        {
+            "model_registry_owner": str(os.getuid()),
+            "model_registry_group": str(os.getgid()),
+            "model_registry_min_free_gib": 0,
+            "model_registry_seed_dir": str(source / "models"),
+            "model_registry_seed_models": list(seeded),
+            "model_registry_require_models": required,
+            "litellm_enabled": False,
+            "vllm_models": [
+                {"served_name": "a", "path": MODEL, "placement": {"gpu_types": ["T1"]}},
+                {"served_name": "b", "path": OTHER, "placement": {"gpu_types": ["T2"]}},
+            ],
+        },
+    )
+    playbook = tmp_path / "seed.yml"
+    playbook.write_text(
+        yaml.safe_dump(
+            [
+                {"import_playbook": str(ROOT / "playbooks" / "groups.yml")},
+                {"hosts": "__aiinfra_gpu", "gather_facts": False, "roles": [{"role": "aiinfra.k3s.model_registry"}]},
+            ]
+        )
+    )
+    return run_playbook(str(playbook), inventory, callback="default")[0]
+
+
+OTHER = "Qwen/Qwen2.5-7B-Instruct"
+
+
+@pytest.mark.slow
+def test_weights_are_seeded_only_where_the_plan_may_place_the_model(tmp_path):
+    """Issue 29, item 8: each model's weights go only to the GPU nodes of its placement (the site plan's nodes)."""
+    make_model(tmp_path / "src", MODEL)
+    make_model(tmp_path / "src", OTHER)
+    proc = placed_site(tmp_path, tmp_path / "src", (MODEL, OTHER))
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert (tmp_path / "store-1" / MODEL / "SHA256SUMS").is_file()
+    assert not (tmp_path / "store-1" / OTHER).exists()
+    assert (tmp_path / "store-2" / OTHER / "SHA256SUMS").is_file()
+    assert not (tmp_path / "store-2" / MODEL).exists()
+
+
+@pytest.mark.slow
+def test_the_store_check_names_a_model_only_on_the_nodes_where_it_may_run(tmp_path):
+    """A model missing everywhere is reported on its own nodes only: gpu-1, which never runs it, passes."""
+    make_model(tmp_path / "src", MODEL)
+    proc = placed_site(tmp_path, tmp_path / "src", (MODEL,))
+    assert proc.returncode != 0
+    out = " ".join(proc.stdout.split())
+    assert f"gpu-2: {OTHER} missing under {tmp_path / 'store-2'}" in out, out[-3000:]
+    assert "gpu-1: every model the plan needs is in the store" in out
+    assert f"{MODEL} missing" not in out
