@@ -2,6 +2,7 @@
 spread (item 6), and the manifests rendered from that plan."""
 
 import copy
+import json
 from pathlib import Path
 
 import pytest
@@ -187,3 +188,54 @@ def test_the_k3s_roles_label_the_nodes_with_the_labels_the_workloads_select_on()
     k3s_vars = yaml.safe_load((Path(__file__).parents[3] / "roles" / "k3s" / "vars" / "main.yml").read_text())
     assert k3s_vars["__k3s_gpu_type_label"] == workloads.GPU_TYPE_LABEL
     assert k3s_vars["__k3s_node_group_label"] == workloads.NODE_GROUP_LABEL
+
+
+@pytest.mark.slow
+def test_the_k3s_placement_labels_of_a_host_are_the_ones_it_sets(tmp_path):
+    """roles/k3s vars/main.yml's __k3s_placement_labels, as the agent registration and the label reconciler read it:
+    a label per variable the host sets (a number as text), none for one it leaves out."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        yaml.safe_dump(
+            {
+                "all": {
+                    "hosts": {
+                        "h100": {"aiinfra_gpu_type": "H100-80GB", "aiinfra_node_group": "pool-a"},
+                        "l4": {"aiinfra_gpu_type": 4090},
+                        "plain": {},
+                    }
+                }
+            }
+        )
+    )
+    playbook = tmp_path / "labels.yml"
+    playbook.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "hosts": "localhost",
+                    "gather_facts": False,
+                    "vars_files": [str(Path(__file__).parents[3] / "roles" / "k3s" / "vars" / "main.yml")],
+                    "tasks": [
+                        {
+                            "ansible.builtin.copy": {
+                                "content": "{{ __k3s_placement_labels | to_json }}",
+                                "dest": str(tmp_path) + "/{{ item }}.json",
+                                "mode": "0644",
+                            },
+                            "vars": {"__k3s_placement_host": "{{ item }}"},
+                            "loop": ["h100", "l4", "plain"],
+                        }
+                    ],
+                }
+            ]
+        )
+    )
+    proc, _ = run_playbook(str(playbook), inventory, callback="default")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    found = [json.loads((tmp_path / f"{host}.json").read_text()) for host in ("h100", "l4", "plain")]
+    assert found == [
+        {"aiinfra.io/gpu-type": "H100-80GB", "aiinfra.io/node-group": "pool-a"},
+        {"aiinfra.io/gpu-type": "4090"},
+        {},
+    ]
