@@ -971,7 +971,11 @@ def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True, cluster_hosts
         model["autoscaled"] = owned.get(model["served_name"], False)
     shared = [c["replicas"] for c in capacity.values() if c["replicas"] > 1]
     survival = node_loss_capacity(
-        [{"name": m["served_name"], "gpus": m["gpus"], "replicas": as_int(m["replicas"], 1)} for m in models],
+        # Each model's nodes (placement_plan) go along: serving_plan.place may keep a model's replicas to them.
+        [
+            {"name": m["served_name"], "gpus": m["gpus"], "replicas": as_int(m["replicas"], 1), "nodes": m["nodes"]}
+            for m in models
+        ],
         capacity,
         reserve_whole,
     )
