@@ -28,7 +28,7 @@ options:
     required: true
   cluster_hosts:
     description:
-      - Every cluster node (servers and agents): the nodes the gateway may run on follow from them and
+      - Every cluster node (servers and agents); the nodes the gateway may run on follow from them and
         C(litellm_placement). Left out or empty, the gateway's spread over nodes is not checked.
     type: list
     elements: str
@@ -78,10 +78,10 @@ plan:
       type: dict
     models:
       description:
-        - Every vLLM and NIM model with its defaults filled in, its C(server) and C(autoscaled), and where it may run
-          - C(placement) (its C(gpu_types) and C(node_groups)), C(nodes) (the GPU nodes that match its placement and
-          can hold a replica), C(node_affinity) (the required node affinity its pods get) and C(spread) (C(hard):
-          its replicas must be on different nodes; C(soft): preferred, with a SPREAD warning).
+        - Every vLLM and NIM model with its defaults filled in, its C(server) and C(autoscaled), and where it may run,
+          its C(placement) (its C(gpu_types) and C(node_groups)), C(nodes) (the GPU nodes that match its placement and
+          can hold a replica), C(node_affinity) (the required node affinity its pods get) and C(spread) (C(hard) when
+          its replicas must be on different nodes, C(soft) when that is only preferred, with a SPREAD warning).
       type: list
       elements: dict
     workloads:
