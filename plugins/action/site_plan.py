@@ -10,7 +10,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.models import store_path_error
+from ansible_collections.aiinfra.k3s.plugins.module_utils.models import model_configs, store_path_error
 from ansible_collections.aiinfra.k3s.plugins.module_utils.site_plan import (
     SECRET_VARIABLES,
     STORE_PATH_VARIABLES,
@@ -82,12 +82,14 @@ class ActionModule(ActionBase):
             # The model store's paths too: the model_registry role copies with each GPU host's own values.
             gpu_nodes[host] = {name: hv[name] for name in GPU_HOST_VARIABLES + STORE_PATH_VARIABLES if name in hv}
         seed_dir = values.get("model_registry_seed_dir") or ""
-        weights = {}
+        weights, configs = {}, {}
         if seed_dir:
             seeded = set(values.get("model_registry_seed_models") or [])
             paths = [m.get("path") for m in values.get("vllm_models") or [] if isinstance(m, dict)]
-            # Only paths inside the seed directory are measured (the plan refuses the others).
-            weights = weight_bytes(seed_dir, [p for p in paths if p in seeded and not store_path_error(p)])
-        plan = site_plan(values, gpu_nodes, weights, secrets, [str(h) for h in cluster_hosts])
+            # Only paths inside the seed directory are measured and read (the plan refuses the others).
+            inside = [p for p in paths if p in seeded and not store_path_error(p)]
+            weights = weight_bytes(seed_dir, inside)
+            configs = model_configs(seed_dir, inside)
+        plan = site_plan(values, gpu_nodes, weights, secrets, [str(h) for h in cluster_hosts], model_configs=configs)
         result.update(changed=False, plan=plan)
         return result

@@ -334,6 +334,10 @@ def eligible_nodes(work, capacity, reserve_whole=False):
     """The nodes one pod of the workload may land on: with enough GPUs, without time-slicing for a multi-GPU pod,
     only time-sliced ones for a one-GPU pod when reserve_whole (multi-GPU models in the plan keep the whole GPUs,
     workloads.whole_gpus_affinity), and among the model's own ``nodes`` where the plan gives them."""
+    allowed = (work.get("model") or {}).get("nodes")
+    if isinstance(allowed, list):
+        # The site plan decided them (placement and the slicing rules): only the GPU count is left to check.
+        return {n: c for n, c in capacity.items() if n in allowed and c["gpus"] >= work["gpus"]}
     sliced = {n for n, c in capacity.items() if c["replicas"] > 1}
     out = {}
     for node, cap in model_nodes(work, capacity).items():
@@ -781,7 +785,10 @@ def place(workloads, capacity, free, sliced, reserve_whole=False):
             if not left[work["name"]]:
                 continue
             gpus = int(work["gpus"])
-            if gpus > 1:
+            if work.get("nodes") is not None:
+                # The site plan's nodes of the model: its placement and the slicing rules, decided there.
+                nodes = [n for n in work["nodes"] if n in capacity and free[n] >= gpus]
+            elif gpus > 1:
                 nodes = [n for n in capacity if n not in sliced and free[n] >= gpus]
             else:
                 nodes = [n for n in capacity if free[n] >= 1 and (not reserve_whole or not sliced or n in sliced)]

@@ -35,8 +35,8 @@ of the GPU hosts. It returns:
 - ``firewall``: the host firewall every cluster node gets (firewall.py): whether prereq manages one, the admin
   networks, the interfaces pod traffic is trusted on, the overlay's ports, the pod and service ranges;
 - ``problems``: ``{code, severity, host, variable, problem, fix}`` (inventory_spec's shape): GPU_CLASS, GPU_COUNT,
-  GPU_MEMORY, GPU_TYPE, NODE_GROUP, MODEL, MODEL_PATH, PLACEMENT, SPREAD (warning), SERVING_PLAN, NODE_LOSS (warning),
-  EDGE, GATEWAY, CONSUMER, AUTOSCALING, SECRET, FIREWALL.
+  GPU_MEMORY, GPU_TYPE, NODE_GROUP, MODEL, MODEL_PATH, PLACEMENT, SPREAD (warning), SERVING_PLAN, MODEL_SIZE (warning),
+  NODE_LOSS (warning), EDGE, GATEWAY, CONSUMER, AUTOSCALING, SECRET, FIREWALL.
 
 ``gpu_nodes`` may also carry a GPU host's own STORE_PATH_VARIABLES (where they differ from ``values``): the model
 store role copies and checks with each host's values, so each host's are checked, and named.
@@ -906,9 +906,11 @@ def gateway_placement(values, gpu_hosts, cluster_hosts):
     return nodes, out
 
 
-def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True, cluster_hosts=None):
+def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True, cluster_hosts=None, model_configs=None):
     """The whole computed plan of a site (see the module docstring). cluster_hosts: every cluster node (servers and
-    agents), where the gateway may run; None or empty when unknown (its spread is then not checked)."""
+    agents), where the gateway may run; None or empty when unknown (its spread is then not checked). model_configs:
+    {model path: parsed config.json} of the models the controller can read (tensor_parallel_size is checked
+    against their attention heads)."""
     values = dict(values)
     nodes, problems = gpu_node_inputs(gpu_nodes)
     enabled = _truthy(values.get("gpu_operator_enabled", True))
@@ -921,7 +923,9 @@ def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True, cluster_hosts
         for node, variable, message in findings
         if enabled or variable != "aiinfra_gpu_class"
     ]
-    vllm = filled("vllm", values.get("vllm_models"), values.get("vllm_image"))
+    # Sizes measured in the seed directory (a model's own weights_gib wins): resources are derived from them once.
+    weights = {path: int(size) / 1073741824.0 for path, size in (weights_bytes or {}).items()}
+    vllm = filled("vllm", values.get("vllm_models"), values.get("vllm_image"), weights)
     nim = filled("nim", values.get("nim_models"))
     # A model without its name cannot be planned (validate.yml's argument-spec check names it first).
     problems += [
@@ -937,11 +941,20 @@ def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True, cluster_hosts
     problems += placement_plan(models, nodes, capacity, reserve_whole)
     problems += store_path_problems(values, gpu_nodes)
     stored = list(values.get("model_registry_seed_models") or []) + list(values.get("model_registry_preseeded") or [])
-    weights = {path: int(size) / 1073741824.0 for path, size in (weights_bytes or {}).items()}
+    classed = {
+        n: dict(c, **{"class": (nodes[n]["class"] or default_class) if enabled else ""}) for n, c in capacity.items()
+    }
     problems += [
-        problem("SERVING_PLAN", SITE, variable, message, "")
-        for variable, message in plan_findings(
-            vllm, capacity, values.get("vllm_image"), nim, set(stored) if stored else None, weights
+        problem(f["code"], SITE, f["variable"], f["problem"], "", f["severity"])
+        for f in plan_findings(
+            vllm,
+            classed,
+            values.get("vllm_image"),
+            nim,
+            set(stored) if stored else None,
+            weights,
+            model_configs,
+            severity=True,
         )
     ]
     problems += setting_problems(values, models, secrets)
