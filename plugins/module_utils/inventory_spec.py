@@ -405,8 +405,8 @@ def entry_problems(host, where, entry, options):
     return out
 
 
-# Variables the collection's playbooks read that no role declares: extra variables (-e) of the playbooks and the site
-# plan's fact. They may reach hostvars without being misspelt.
+# Variables the collection reads or sets that no role declares: extra variables (-e) of the playbooks, facts its roles
+# set, and retired variables refused by a check of their own. They may reach hostvars without being misspelt.
 PLAYBOOK_VARIABLES = (
     "render_dir",
     "render_plan_file",
@@ -415,7 +415,16 @@ PLAYBOOK_VARIABLES = (
     "consumers_rotate",
     "upgrade_path",
     "site_plan_current",
+    # Facts the roles set for each other or for the report (a role's outputs are <role>_output_*, below).
+    "drill_node_loss_result",
+    "drill_report",
+    "manifests_applied_secrets",
+    "prereq_firewall_applied",
+    # Read only to be refused with a message of its own (gpu_operator.operator_problems).
+    "gpu_operator_runtime_default",
 )
+# A role's public outputs (<role>_output_objects, _secrets, _charts, ...), facts it sets for the manifests role.
+OUTPUT_FACT = re.compile(r"^[a-z0-9_]+_output_[a-z0-9_]+$")
 # Ansible's magic variables that hostvars holds besides the inventory's.
 MAGIC_VARIABLES = (
     "playbook_dir",
@@ -441,6 +450,7 @@ def unknown_variable_problems(host, names, specs):
             or name in specs
             or name in PLAYBOOK_VARIABLES
             or name in MAGIC_VARIABLES
+            or OUTPUT_FACT.match(name)
             or name.startswith(ANSIBLE_PREFIXES)
             or name.startswith("_")
         ):
