@@ -354,7 +354,8 @@ def memory_findings(work, capacity, weights_gib, measured=False, reserve_whole=F
     cache, checked against the smallest GPU of the nodes the pods may land on. weights_gib None: the fit is not
     checked (a warning; measured: the size came from the seed directory)."""
     shared = [c["replicas"] for c in capacity.values()]
-    share = gpu_share(work["gpus"], shared)
+    # The site plan's share of the model (the nodes it may use) where it gave one, else the site's most sliced GPU.
+    share = work["model"].get("gpu_share") or gpu_share(work["gpus"], shared)
     explicit = work["model"].get("gpu_memory_utilization")
     out = []
     try:

@@ -745,6 +745,7 @@ def placement_plan(models, nodes, capacity, reserve_whole):
     for model in models:
         placement, explicit, selected, found = model_selection(model, nodes)
         out += found
+        errors = len([p for p in out if p["severity"] == "error"])
         gpus, name, variable = int(model["gpus"]), model["served_name"], "%s_models" % model["server"]
         what = "tensor_parallel_size" if model["server"] == "vllm" else "gpus"
         expressions = []
@@ -820,7 +821,7 @@ def placement_plan(models, nodes, capacity, reserve_whole):
                     )
                 )
         hard = bool(usable) and len(usable) == len(matching) and len(usable) >= replicas
-        refused = any(p["severity"] == "error" and p["problem"].startswith(name + ":") for p in out)
+        refused = len([p for p in out if p["severity"] == "error"]) > errors
         if replicas > 1 and usable and not hard and not refused:
             if len(usable) < replicas:
                 out.append(
@@ -860,6 +861,10 @@ def placement_plan(models, nodes, capacity, reserve_whole):
                     )
                 )
         model.update(placement=placement, node_affinity=expressions, nodes=usable, spread="hard" if hard else "soft")
+        # The pods that may share each of its GPUs: the most slices of the nodes it may use (vLLM's memory share is
+        # divided by it), 1 for whole GPUs; without a node to run on, the site's most sliced node.
+        slices = [capacity[n]["replicas"] for n in (usable or allowed) if n in capacity]
+        model["gpu_share"] = 1 if gpus > 1 else max([1, *slices])
     return out
 
 

@@ -356,7 +356,10 @@ def vllm_manifests(models, site, defaults):
             "served_name": model["served_name"],
             "component": "vllm",
             "image": model["image"],
-            "args": vllm_args(model, defaults["store_mount"], gpu_share(tp, site.get("shared_replicas"))),
+            # The site plan's share where it gave one (the nodes the model may use), else the site's.
+            "args": vllm_args(
+                model, defaults["store_mount"], model.get("gpu_share") or gpu_share(tp, site.get("shared_replicas"))
+            ),
             "env": {
                 **runtime_env("vllm"),
                 "HF_HUB_OFFLINE": "1",

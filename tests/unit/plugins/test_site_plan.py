@@ -41,7 +41,7 @@ def test_site_plan(case):
     for text in expect.pop("problem_text", []):
         assert any(text in p["problem"] for p in problems), (text, problems)
     # Parts of the models and of the gateway's workload, by name.
-    for part in ("nodes", "spread"):
+    for part in ("nodes", "spread", "gpu_share"):
         for name, want in expect.pop("models_" + part, {}).items():
             assert [m[part] for m in plan["models"] if m["served_name"] == name] == [want], (name, part)
     if "gateway_nodes" in expect:
