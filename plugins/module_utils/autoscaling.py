@@ -125,7 +125,17 @@ def autoscaling_problems(p):
     problems = []
     if p.get("engine") not in ("keda", "hpa", "none"):
         problems.append("autoscaling_engine is %r: use keda, hpa or none" % p.get("engine"))
-    if int(p.get("gateway_max", 0)) < int(p.get("gateway_min", 0)):
+    bounds = {}
+    for key, variable in (
+        ("gateway_min", "autoscaling_gateway_min_replicas"),
+        ("gateway_max", "autoscaling_gateway_max_replicas"),
+    ):
+        try:
+            bounds[key] = int(p.get(key, 0))
+        except (TypeError, ValueError):
+            # The argument-spec check names the type too; the rest of the plan is still computed.
+            problems.append("%s is %r, not a whole number of replicas" % (variable, p.get(key)))
+    if len(bounds) == 2 and bounds["gateway_max"] < bounds["gateway_min"]:
         problems.append(
             "autoscaling_gateway_max_replicas (%s) is below litellm_replicas (%s): raise it"
             % (p.get("gateway_max"), p.get("gateway_min"))

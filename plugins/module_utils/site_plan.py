@@ -440,12 +440,14 @@ def price_plan(values, models):
 def edge_plan(values):
     host = values.get("traefik_host") or ""
     if not host:
-        return {"host": "", "certificate": False}
+        return {"host": "", "certificate": False, "public_urls": []}
     return {
         "host": host,
         "namespace": values.get("traefik_namespace"),
         "tls_secret": values.get("traefik_tls_secret"),
         "certificate": _truthy(values.get("cert_manager_enabled")),
+        # What clients call: https, the host, the prefix and each public path (edge.public_urls).
+        "public_urls": edge.public_urls(values),
     }
 
 
