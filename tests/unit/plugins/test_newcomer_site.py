@@ -159,12 +159,12 @@ def test_render_shows_the_nodes_each_model_may_use_and_renders_them(tmp_path):
     """render.yml on the newcomer inventory as written (the action plugin reads the GPU hosts' aiinfra_gpu_type and
     the cluster's hosts): the plan file lists each model's nodes, the manifests carry the affinity and spread."""
     out, plan_file = tmp_path / "rendered", tmp_path / "plan.yml"
-    proc, _ = run_playbook(
+    proc = run_playbook(
         "render.yml",
         SITE,
         callback="default",
         extra=["-e", f"render_dir={out}", "-e", f"render_plan_file={plan_file}"],
-    )
+    )[0]
     assert proc.returncode == 0, proc.stdout[-4000:]
     plan = yaml.safe_load(plan_file.read_text())
     assert {m["served_name"]: (m["nodes"], m["spread"]) for m in plan["models"]} == {
@@ -231,7 +231,7 @@ def test_the_k3s_placement_labels_of_a_host_are_the_ones_it_sets(tmp_path):
             ]
         )
     )
-    proc, _ = run_playbook(str(playbook), inventory, callback="default")
+    proc = run_playbook(str(playbook), inventory, callback="default")[0]
     assert proc.returncode == 0, proc.stdout[-3000:]
     found = [json.loads((tmp_path / f"{host}.json").read_text()) for host in ("h100", "l4", "plain")]
     assert found == [
