@@ -156,8 +156,8 @@ $(LITELLM_VENV)/.installed: tests/gateway/requirements-litellm.txt | venv
 	"$(LITELLM_VENV)/bin/pip" install -q --disable-pip-version-check --require-hashes -r tests/gateway/requirements-litellm.txt
 	@touch "$@"
 
-gateway: venv links test-tools $(LITELLM_VENV)/.installed ## The real LiteLLM proxy behind Traefik's router with the rendered config (stand-in backends)
-	$(BIN)/python lab/edgebuild.py build
+gateway: venv links test-tools kube-build $(LITELLM_VENV)/.installed ## The real LiteLLM proxy behind the real Traefik (its CRD provider on a live API server) with the rendered objects (stand-in backends)
+	$(BIN)/python lab/nodebuild.py build --part traefik
 	$(BIN)/pytest tests/gateway
 
 runtime: venv links ## The real vLLM package started as each rendered model server (its uid without passwd entry, read-only root)

@@ -5,7 +5,7 @@
 
 A fresh CI machine's free disk varies widely (tens of GiB, and sometimes far less), and `make test` fetches a
 lot: the vLLM package with its CUDA wheels (about 9.5 GiB installed), the Go module and build caches of the
-Kubernetes, node and edge builds (about 13 GiB together), the lab's node image and containers. Kept all at once
+Kubernetes and node builds (about 13 GiB together), the lab's node image and containers. Kept all at once
 they once filled a CI machine in `make lab-live` ("No space left on device" copying the K3s binary into a lab
 node). `make test` runs the runtime stage first among the heavy ones, and `.ci/run` sets AIINFRA_CI_PRUNE=1 so
 each cache goes once the last stage that reads it has run; the peak is then the larger of the vLLM venv and

@@ -2,6 +2,9 @@
 
     nodebuild.py build [--k3s-version vX.Y.Z+k3sN]   build (or find cached) binaries, print their directory
     nodebuild.py path                                print the directory the current recipe would use
+    nodebuild.py build|path --part NAME              the same for one component alone (the gateway tests
+                                                     build only `traefik`); each component is built once into
+                                                     .cache/node/parts/<its own key>, which the whole build reuses
 
 K3s itself, and the forks its go.mod swaps in for Kubernetes and containerd, are refused by the Go module
 proxy (see kubebuild.py). This tool builds the same components from the upstream modules the forks are based
@@ -82,14 +85,14 @@ COREDNS = ("github.com/coredns/coredns", "v1.14.6", "v1.14.6")
 # CRDs follow too; v3.7.8 for K3s v1.36.4+k3s1). Built inside a copy of its module (its go.mod replaces only apply there) with:
 #  * its nested module github.com/traefik/traefik/dynamic/ext, which the go.mod replaces with
 #    ./pkg/config/dynamic/ext, a directory the module zip leaves out and the proxy does not serve: the lab's copy
-#    (lab/edge/ext: the three empty extension structs upstream holds) is written there;
+#    (lab/traefik/ext: the three empty extension structs upstream holds) is written there;
 #  * pkg/provider/acme/provider.go without lego's providers/dns, which pulls cloud SDK modules the proxy refuses
 #    (akamai, huaweicloud, oci, sacloud, ucloud, yandex, ...): an ACME resolver with a DNS challenge fails with an
 #    error saying so; HTTP-01 and TLS-ALPN-01, routing, middlewares, TLS and the providers are Traefik's own code.
 #  The dashboard's web UI is not in the module either (webui/static holds only a placeholder; Traefik's release
 #  builds it with npm): the API answers, the dashboard pages do not.
 TRAEFIK_MODULE = "github.com/traefik/traefik/v3"
-TRAEFIK_EXT = ("pkg/config/dynamic/ext", ROOT / "lab" / "edge" / "ext")
+TRAEFIK_EXT = ("pkg/config/dynamic/ext", ROOT / "lab" / "traefik" / "ext")
 TRAEFIK_EDITS = (
     ("pkg/provider/acme/provider.go", '\t"github.com/go-acme/lego/v5/providers/dns"\n', ""),
     (
@@ -457,6 +460,19 @@ def plan(k3s_version: str) -> tuple[list[Component], Path]:
     return comps, CACHE / key / "bin"
 
 
+def part_key(comp: Component, go_version: str) -> str:
+    """A component's own cache key: what decides its binaries alone (not the other components, not kubebuild's)."""
+    digest = hashlib.sha256(json.dumps(recipe([comp], go_version, ""), sort_keys=True).encode()).hexdigest()
+    return f"{comp.name}-{comp.version}-{digest[:12]}"
+
+
+def part_dir(k3s_version: str, name: str) -> Path:
+    """Where the component `name` of the current recipe is (or would be) built on its own: .cache/node/parts/KEY."""
+    comps, _out = plan(k3s_version)
+    (comp,) = [c for c in comps if c.name == name]
+    return CACHE / "parts" / part_key(comp, kubebuild.go_version())
+
+
 def module_workdir(comp: Component, work: Path, replaces: dict[str, str], go_min: str) -> Path:
     work.mkdir(parents=True, exist_ok=True)
     (work / "go.mod").write_text(
@@ -514,12 +530,39 @@ def copy_control_plane(k3s_version: str, names: list[str], out: Path) -> None:
         shutil.copy2(source / name, out / name)
 
 
-def build(k3s_version: str) -> Path:
+def build(k3s_version: str, part: str | None = None) -> Path:
+    """Every binary of the recipe in one directory (or, with part, only that component's, in its own)."""
     os.environ.update(GOOS="linux", GOARCH="amd64")  # kubebuild.go_env() copies os.environ
     CACHE.mkdir(parents=True, exist_ok=True)
     with (CACHE / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time: there are only two cores
-        return _build_locked(k3s_version)
+        if part is None:
+            return _build_locked(k3s_version)
+        comps, _out = plan(k3s_version)
+        wanted = [c for c in comps if c.name == part and all(c.binaries.values())]
+        if not wanted:
+            raise BuildError(f"no component {part!r} built here; one of {', '.join(c.name for c in comps[3:])}")
+        return _build_part(wanted[0], kubebuild.go_version())
+
+
+def _build_part(comp: Component, go_version: str) -> Path:
+    """One component's binaries in .cache/node/parts/KEY (built once; the bundle's build reuses them)."""
+    out = CACHE / "parts" / part_key(comp, go_version)
+    if all((out / name).is_file() for name in comp.binaries):
+        return out
+    tmp_out = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp_out, ignore_errors=True)
+    tmp_out.mkdir(parents=True)
+    started = time.monotonic()
+    try:
+        builder = build_local if comp.local else build_in_module if comp.in_module else build_module
+        builder(comp, CACHE / "parts" / "work" / comp.name, tmp_out)
+    except BuildError as exc:
+        raise BuildError(f"{comp.name} ({comp.module}@{comp.version}): {exc}") from None
+    shutil.rmtree(out, ignore_errors=True)
+    tmp_out.rename(out)
+    Log.line(f"built {comp.name} in {time.monotonic() - started:.0f}s -> {out}")
+    return out
 
 
 def _build_locked(k3s_version: str) -> Path:
@@ -531,21 +574,17 @@ def _build_locked(k3s_version: str) -> Path:
     tmp_out = out.with_name("bin.partial")
     shutil.rmtree(tmp_out, ignore_errors=True)
     tmp_out.mkdir(parents=True)
-    work = out.parent / "work"
     total = time.monotonic()
     copied = [name for comp in comps for name, package in comp.binaries.items() if not package]
     copy_control_plane(k3s_version, copied, tmp_out)
     Log.line(f"copied {', '.join(copied)} from kubebuild in {time.monotonic() - total:.0f}s")
+    go_version = kubebuild.go_version()
     for comp in comps:
         if not all(comp.binaries.values()):
             continue  # copied above
-        started = time.monotonic()
-        try:
-            builder = build_local if comp.local else build_in_module if comp.in_module else build_module
-            builder(comp, work / comp.name, tmp_out)
-        except BuildError as exc:
-            raise BuildError(f"{comp.name} ({comp.module}@{comp.version}): {exc}") from None
-        Log.line(f"built {comp.name} in {time.monotonic() - started:.0f}s")
+        part = _build_part(comp, go_version)
+        for name in comp.binaries:
+            os.link(part / name, tmp_out / name)  # the same file: no second copy on disk
     (tmp_out / "versions.json").write_text(json.dumps(versions_json(comps), indent=2, sort_keys=True) + "\n")
     shutil.rmtree(out, ignore_errors=True)
     tmp_out.rename(out)
@@ -557,10 +596,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("cmd", choices=("build", "path"))
     parser.add_argument("--k3s-version", default=None, help="default: k3s_version of roles/k3s/defaults/main.yml")
+    parser.add_argument("--part", default=None, help="only this component (e.g. traefik), in its own directory")
     args = parser.parse_args(argv)
     try:
         k3s_version = args.k3s_version or kubebuild.pinned_k3s_version(kubebuild.K3S_DEFAULTS.read_text())
-        print(build(k3s_version) if args.cmd == "build" else plan(k3s_version)[1])
+        if args.cmd == "build":
+            print(build(k3s_version, args.part))
+        else:
+            print(part_dir(k3s_version, args.part) if args.part else plan(k3s_version)[1])
     except BuildError as exc:
         print(f"[nodebuild] ERROR: {exc}", file=sys.stderr)
         return 1

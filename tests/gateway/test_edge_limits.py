@@ -1,14 +1,16 @@
-"""The edge's rate limit holds across Traefik replicas: two edges (Traefik's own router and rate limiter,
-lab/edge, built from the Traefik module K3s bundles) loaded with the rateLimit Middleware edge.py renders for a
-site whose limits count in Redis, both counting in one real Redis (Debian's redis-server on loopback, with a
-password, as the deployed one). One API key is throttled with 429 once the two edges together have served its
-burst (not twice the burst, as two in-memory limiters would), while another key is still served.
+"""The edge's rate limit holds across Traefik replicas: two real Traefik processes (tests/gateway/traefik_edge.py:
+the lab's Traefik binary, its CRD provider reading the rendered IngressRoute, Middlewares and TLSOption from a real
+API server) given the rateLimit Middleware edge.py renders for a site whose limits count in Redis, both counting in
+one real Redis (Debian's redis-server on loopback, with a password, as the deployed one). One API key is throttled
+with 429 once the two together have served its burst (not twice the burst, as two in-memory limiters would), while
+another key is still served.
 
-Simulated, and named so: two edge processes stand for two Traefik replicas, a loopback HTTP server for the gateway,
-and the rendered Redis endpoint (a cluster DNS name) is pointed at the loopback Redis, the one change to the
-rendered Middleware besides the lowered average and burst. The rendered site's Middleware and Secret are checked
-against what Traefik's CRD provider reads (its redis block, the Secret in the Middleware's namespace with the keys
-username and password) and then loaded as such. Requests are bounded loops on loopback only.
+Simulated, and named so: two Traefik processes stand for two Traefik replicas, a loopback HTTP server for the
+gateway (reached through an ExternalName Service, see traefik_edge.py), and the rendered Redis endpoint (a cluster
+DNS name) is pointed at the loopback Redis, the one change to the rendered Middleware besides the lowered average and
+burst. The rendered site's Middleware and Secret are checked against what Traefik's CRD provider reads (its redis
+block, the Secret in the Middleware's namespace with the keys username and password) and then loaded as such.
+Requests are bounded loops on loopback only.
 """
 
 import contextlib
@@ -17,27 +19,23 @@ import json
 import secrets
 import socket
 import subprocess
-import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+import traefik_edge
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "lab"))
-import edgebuild  # noqa: E402
 
 # The unit tests' helpers (rendering a site with the working tree's collection); it makes the collection importable.
 _spec = importlib.util.spec_from_file_location("unit_helpers", ROOT / "tests" / "unit" / "conftest.py")
 helpers = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(helpers)
 
-from test_gateway import free_port, wait_for  # noqa: E402
+from test_gateway import free_port  # noqa: E402
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils import edge  # noqa: E402
 
@@ -50,19 +48,12 @@ ATTEMPTS = 3 * LOW["rate_burst"]  # per key and edge at most: the loops stop at 
 
 
 def request(url, key, body):
-    """The status of one POST (never raises for an HTTP error status)."""
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST")
-    req.add_header("Host", HOST)
-    req.add_header("Content-Type", "application/json")
-    if key:
-        req.add_header("Authorization", "Bearer " + key)
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            resp.read()
-            return resp.status
-    except urllib.error.HTTPError as err:
-        err.read()
-        return err.code
+    """The status of one POST through an edge (HTTPS with the route's host as SNI, verified against the site's CA)."""
+    status, _headers, _text = traefik_edge.request("POST", url, HOST, key, body, timeout=10, tls=TLS[0])
+    return status
+
+
+TLS = []  # the module's SiteCA (set by the api fixture)
 
 
 @contextlib.contextmanager
@@ -134,48 +125,31 @@ def secure_route(docs):
     return route, [middlewares[ref["name"]] for ref in rule["middlewares"]]
 
 
+def secret(name, namespace, data):
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace},
+        "stringData": data,
+    }
+
+
 @contextlib.contextmanager
-def edges(tmp, route, chain, backend, secret_data, count=2):
-    """count edge processes with the route's rule and Middlewares, the Secrets of the namespace in their config;
-    yields their base URLs."""
-    if not edgebuild.edge_path().is_file():
-        pytest.fail("the edge is not built: run `.venv/bin/python lab/edgebuild.py build` (make gateway does)")
-    procs, urls = [], []
-    log = open(tmp / "edges.log", "w")  # noqa: SIM115 (closed below)
-    try:
-        for index in range(count):
-            port = free_port()
-            config = tmp / ("edge-%d.json" % index)
-            config.write_text(
-                json.dumps(
-                    {
-                        "listen": "127.0.0.1:%d" % port,
-                        "routes": [
-                            {
-                                "name": route["metadata"]["name"],
-                                "rule": route["spec"]["routes"][0]["match"],
-                                "backend": backend,
-                                "middlewares": chain,
-                            }
-                        ],
-                        "secrets": secret_data,
-                    }
-                )
-            )
-            config.chmod(0o600)
-            procs.append(subprocess.Popen([str(edgebuild.edge_path()), str(config)], stdout=log, stderr=log))
-            urls.append("http://127.0.0.1:%d" % port)
-        for proc, url in zip(procs, urls):
-            wait_for(url + "/", proc, "the edge")
-        yield urls
-    finally:
-        for proc in procs:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        log.close()
+def edges(api, tmp, namespace, docs, backend, secret_data, count=2, ready=True):
+    """count Traefik processes given the rendered Traefik objects docs in namespace (with secret_data as Secrets
+    there); yields their base URLs, or the Edge itself when not ready (see traefik_edge.edges)."""
+    port = int(backend.rsplit(":", 1)[1])
+    objects = traefik_edge.edge_objects(docs, namespace, port)
+    extra = [secret(name, namespace, data) for name, data in secret_data.items()]
+    with traefik_edge.edges(api, tmp, namespace, objects, port, TLS[0], extra, count=count, ready=ready) as found:
+        yield found.urls if ready else found
+
+
+@pytest.fixture(scope="module")
+def api(edge_api, tmp_path_factory):
+    """The API server the edges read (tests/gateway/conftest.py), and the site's CA for HOST."""
+    TLS[:] = [traefik_edge.SiteCA(tmp_path_factory.mktemp("tls"), HOST)]
+    return edge_api
 
 
 @pytest.fixture(scope="module")
@@ -236,69 +210,80 @@ def test_the_rendered_rate_limit_counts_in_the_plans_redis():
         assert all("redis" not in spec.get("rateLimit", {}) for spec in chain)
 
 
-def test_two_edges_share_one_budget_per_key_in_redis(redis, backend, tmp_path):
-    """Two edges, one Redis: a key gets its burst across both edges together, then 429 from either; another key
-    is still served, and the counters live in Redis (rate:<middleware>:<Authorization>)."""
+def rendered(limits):
+    """The traefik role's objects for site_params(limits): IngressRoutes, Middlewares, TLSOption."""
+    return edge.traefik_manifests(site_params(limits))
+
+
+def test_two_edges_share_one_budget_per_key_in_redis(api, redis, backend, tmp_path):
+    """Two Traefik replicas, one Redis: a key gets its burst across both together, then 429 from either; another
+    key is still served, and the counters live in Redis under the Middleware's name and the Authorization value."""
     url, calls = backend
     limits = {"store": "redis", "deploy": False, "name": "", "host": "127.0.0.1", "port": redis["port"]}
-    route, chain = secure_route(edge.traefik_manifests(site_params(dict(limits, secret=SECRET))))
-    namespace = {SECRET: {"username": "", "password": redis["password"]}}
+    docs = rendered(dict(limits, secret=SECRET))
+    route, _chain = secure_route(docs)
     key, other = "sk-" + secrets.token_hex(24), "sk-" + secrets.token_hex(24)
-    with edges(tmp_path, route, chain, url, namespace) as urls:
+    data = {SECRET: {"username": "", "password": redis["password"]}}
+    with edges(api, tmp_path, "edge-shared", docs, url, data) as urls:
         statuses = spend(urls, key)
         served = statuses.count(200)
-        # Alternating edges: each served half of the burst; in memory each would have served a whole burst.
+        # Alternating replicas: each served half of the burst; in memory each would have served a whole burst.
         assert served == LOW["rate_burst"] and statuses[-1] == 429, statuses
         assert [chat(u, key) for u in urls] == [429, 429]
         assert calls.count("Bearer " + key) == LOW["rate_burst"]
         assert chat(urls[1], other) == 200 and chat(urls[0], other) == 200
-        # Traefik's key: rate:<middleware>:<the Authorization value> (the edge names a middleware route-index).
-        index = next(i for i, spec in enumerate(chain) if "rateLimit" in spec)
-        assert redis_keys(redis, "rate:*" + key) == ["rate:%s-%d:Bearer %s" % (route["metadata"]["name"], index, key)]
-    print("key: %d served across %d edges, then %s" % (served, len(urls), statuses[served:]))
+        # Traefik's key: rate:<the Middleware as Traefik names it>:<the Authorization value>.
+        (found,) = redis_keys(redis, "rate:*" + key)
+        middleware = [m["name"] for m in route["spec"]["routes"][0]["middlewares"] if m["name"].endswith("rate-limit")]
+        assert found.startswith("rate:edge-shared-%s@kubernetescrd" % middleware[0]), found
+    print("key: %d served across %d Traefik processes, then %s" % (served, len(urls), statuses[served:]))
 
 
-def test_an_unreachable_redis_fails_closed(backend, tmp_path):
+def test_an_unreachable_redis_fails_closed(api, backend, tmp_path):
     """Traefik's limiter answers 500 when it cannot count (no Redis listening): the edge does not serve unlimited."""
     url, _calls = backend
     limits = {"store": "redis", "deploy": False, "name": "", "host": "127.0.0.1", "port": free_port()}
-    route, chain = secure_route(edge.traefik_manifests(site_params(dict(limits, secret=SECRET))))
-    with edges(tmp_path, route, chain, url, {SECRET: {"username": "", "password": "x"}}, count=1) as urls:
+    docs = rendered(dict(limits, secret=SECRET))
+    data = {SECRET: {"username": "", "password": "x"}}
+    with edges(api, tmp_path, "edge-closed", docs, url, data, count=1) as urls:
         assert chat(urls[0], "sk-" + secrets.token_hex(24)) == 500
 
 
-def test_edges_counting_alone_serve_a_burst_each(backend, tmp_path):
-    """The contrast (limits store memory): the same rendered limit without redis lets each edge serve a whole
+def test_edges_counting_alone_serve_a_burst_each(api, backend, tmp_path):
+    """The contrast (limits store memory): the same rendered limit without redis lets each replica serve a whole
     burst, the multiplication the Redis removes."""
     url, _calls = backend
-    route, chain = secure_route(edge.traefik_manifests(site_params({"store": "memory"})))
     key = "sk-" + secrets.token_hex(24)
-    with edges(tmp_path, route, chain, url, {}) as urls:
+    with edges(api, tmp_path, "edge-memory", rendered({"store": "memory"}), url, {}) as urls:
         per_edge = [spend([u], key).count(200) for u in urls]
     assert per_edge == [LOW["rate_burst"]] * 2, per_edge
 
 
-def test_the_edge_refuses_a_secret_without_both_keys(redis, backend, tmp_path):
-    """As Traefik's CRD provider: a redis secret must hold username and password (the edge exits at start)."""
+def test_the_edge_refuses_a_secret_without_both_keys(api, redis, backend, tmp_path):
+    """Traefik's CRD provider refuses a rateLimit whose redis Secret lacks username or password: the Middleware is
+    not built, the route that uses it is disabled, and its requests get Traefik's 404, never an unlimited 200."""
     url, _calls = backend
     limits = {"store": "redis", "deploy": False, "name": "", "host": "127.0.0.1", "port": redis["port"]}
-    route, chain = secure_route(edge.traefik_manifests(site_params(dict(limits, secret=SECRET))))
-    config = tmp_path / "edge.json"
-    config.write_text(
-        json.dumps(
-            {
-                "listen": "127.0.0.1:%d" % free_port(),
-                "routes": [
-                    {"name": "r", "rule": route["spec"]["routes"][0]["match"], "backend": url, "middlewares": chain}
-                ],
-                "secrets": {SECRET: {"password": redis["password"]}},
-            }
-        )
-    )
-    proc = subprocess.run(
-        [str(edgebuild.edge_path()), str(config)], capture_output=True, text=True, timeout=30, check=False
-    )
-    assert proc.returncode == 1 and "must contain both username and password keys" in proc.stderr, proc.stderr
+    docs = rendered(dict(limits, secret=SECRET))
+    route, _chain = secure_route(docs)
+    data = {SECRET: {"password": redis["password"]}}
+    with edges(api, tmp_path, "edge-badsecret", docs, url, data, count=1, ready=False) as found:
+        name = "edge-badsecret-%s-" % route["metadata"]["name"]
+
+        def settled():
+            routers = {n: r for n, r in found.routers().items() if n.startswith(name)}
+            return next((r for r in routers.values() if r.get("status") == "disabled"), None)
+
+        deadline = time.monotonic() + traefik_edge.START_S
+        router = settled()
+        while router is None and time.monotonic() < deadline:
+            time.sleep(0.3)
+            router = settled()
+        assert router is not None, found.routers()
+        assert any("rate-limit" in e and "does not exist" in e for e in router.get("error", [])), router
+        assert chat(found.urls[0], "sk-" + secrets.token_hex(24)) == 404
+    log = (tmp_path / "traefik-edge-badsecret.log").read_text()
+    assert "must contain both username and password keys" in log, log[-2000:]
 
 
 @pytest.fixture(scope="module")
@@ -315,10 +300,10 @@ def rendered_full(tmp_path_factory):
     return helpers.render_site(FULL, tmp, extra)
 
 
-def test_the_rendered_site_gives_traefik_its_redis_and_secret(rendered_full, redis, backend, tmp_path):
+def test_the_rendered_site_gives_traefik_its_redis_and_secret(api, rendered_full, redis, backend, tmp_path):
     """What Traefik's CRD provider reads: the Middleware's redis block names the deployed Redis Service and a
-    Secret of the Middleware's namespace holding username and password; the rendered Middleware and Secret, loaded
-    into an edge (endpoint pointed at the loopback Redis started with the rendered password), serve and count."""
+    Secret of the Middleware's namespace holding username and password; the rendered Middleware and Secret, given
+    to Traefik (endpoint pointed at the loopback Redis started with the rendered password), serve and count."""
     docs = rendered_full
     route, chain = secure_route(docs)
     (limit,) = [spec["rateLimit"] for spec in chain if "rateLimit" in spec]
@@ -343,17 +328,18 @@ def test_the_rendered_site_gives_traefik_its_redis_and_secret(rendered_full, red
     data = found[0]["stringData"]
     assert {"username", "password"} <= set(data), sorted(data)
 
-    # The rendered password must open the Redis: start a second loopback Redis with it.
+    # The rendered password must open the Redis: start a second loopback Redis with it; the rendered Middleware and
+    # Secret are applied as they are but for the endpoint.
     with redis_server(tmp_path, data["password"]) as redis_port:
-        loopback = [
-            dict(
-                spec,
-                rateLimit=dict(spec["rateLimit"], redis=dict(limit["redis"], endpoints=["127.0.0.1:%d" % redis_port])),
-            )
-            if "rateLimit" in spec
-            else spec
-            for spec in chain
-        ]
+
+        def loopback(doc):
+            if doc["kind"] == "Middleware" and "rateLimit" in doc["spec"]:
+                doc["spec"]["rateLimit"]["redis"]["endpoints"] = ["127.0.0.1:%d" % redis_port]
+            return doc
+
         url, _calls = backend
-        with edges(tmp_path, route, loopback, url, {limit["redis"]["secret"]: data}, count=1) as urls:
-            assert chat(urls[0], "sk-" + secrets.token_hex(24)) == 200
+        port = int(url.rsplit(":", 1)[1])
+        objects = traefik_edge.edge_objects(docs, "edge-rendered", port, changes=loopback)
+        rendered_secret = dict(found[0], metadata={"name": found[0]["metadata"]["name"], "namespace": "edge-rendered"})
+        with traefik_edge.edges(api, tmp_path, "edge-rendered", objects, port, TLS[0], [rendered_secret]) as edge_:
+            assert chat(edge_.urls[0], "sk-" + secrets.token_hex(24)) == 200

@@ -2,17 +2,19 @@
 `make gateway` installs it) started with the config and the container arguments and environment that
 render.yml writes, as the pod runs it (lab/runtime.py: the rendered uid without a passwd entry, a read-only
 root with only /tmp writable, the config ConfigMap mounted read-only where the pod mounts it), behind Traefik's
-own router and rate limiter (lab/edge, built from the Traefik module K3s bundles) loaded with the rendered
-IngressRoute rule and its rate-limit and strip-prefix Middlewares.
+the real Traefik proxy (the lab's build of the release K3s bundles) whose CRD provider reads the rendered
+IngressRoute, its Middlewares (HSTS, key headers, rate limit in Redis, strip prefix) and TLSOption from a real API
+server (tests/gateway/traefik_edge.py), over HTTPS with the route's host as SNI.
 
 Simulated, and named so: the model servers are stand-in backends on loopback (an OpenAI-compatible
 /v1/chat/completions that answers with the model name it was asked for; a vLLM model's stand-in requires the
 rendered model servers' key as vLLM does, with the lab stand-in's check, lab/node/model_server_standin.py), and the
 rendered api_base of each model is pointed at its stand-in instead of the cluster Service (the one change to the
 config); LiteLLM
-listens on a free loopback port instead of the container port. The rate limit is also run by a second edge
-whose rendered rateLimit has its average and burst lowered, so that a bounded loop reaches it. TLS and the
-network policies are not part of this test (the live tests apply the policies).
+listens on a free loopback port instead of the container port, which Traefik reaches through an ExternalName
+Service, and the site's certificate comes from a CA of the test (traefik_edge.py names both). The rate limit is also
+run by a second Traefik, in a namespace of its own, whose rendered rateLimit has its average and burst lowered, so
+that a bounded loop reaches it. The network policies are not part of this test (the live tests apply them).
 """
 
 import contextlib
@@ -32,12 +34,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+import traefik_edge
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "lab"))
 sys.path.insert(0, str(ROOT / "lab" / "node"))
-import edgebuild  # noqa: E402
 import model_server_standin  # noqa: E402
 import runtime  # noqa: E402
 
@@ -92,21 +94,18 @@ def free_port():
         return sock.getsockname()[1]
 
 
+TLS = {}  # the site's CA per route host (traefik_edge.SiteCA), set by the gateway fixture
+
+
 def request(method, url, host=None, key=None, body=None, timeout=30, headers=None):
-    """(status, headers, text) of one HTTP request; never raises for an HTTP error status."""
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method, headers=dict(headers or {}))
-    if host:
-        req.add_header("Host", host)
-    if key:
-        req.add_header("Authorization", "Bearer " + key)
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, dict(resp.headers), resp.read().decode()
-    except urllib.error.HTTPError as err:
-        return err.code, dict(err.headers), err.read().decode()
+    """(status, headers, text) of one HTTP request (HTTPS through Traefik: the host as SNI, verified against the
+    site's CA); never raises for an HTTP error status."""
+    return traefik_edge.request(method, url, host, key, body, timeout, headers, tls=TLS.get(host))
+
+
+def from_traefik(status, text):
+    """Traefik's own 404 (no router matched): its plain-text body, never LiteLLM's JSON."""
+    return status == 404 and text == "404 page not found\n"
 
 
 def wait_for(url, proc, what):
@@ -194,7 +193,7 @@ def one(docs, kind, name=None, pred=None):
 
 
 @pytest.fixture(scope="module", params=sorted(SITES), ids=sorted(SITES))
-def gateway(request, tmp_path_factory):
+def gateway(request, tmp_path_factory, edge_api):
     if not LITELLM.exists():
         pytest.fail("the LiteLLM proxy is not installed: run `make gateway` (it installs .cache/litellm-venv)")
     tmp = tmp_path_factory.mktemp(request.param)
@@ -236,7 +235,6 @@ def gateway(request, tmp_path_factory):
         "redis_password": one(docs, "Secret", "litellm-redis", in_ns)["stringData"]["password"],
         "redis_conf": one(docs, "Secret", "litellm-redis", in_ns)["stringData"]["redis.conf"],
     }
-    redis_secret = one(docs, "Secret", "litellm-redis", in_ns)["stringData"]
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     # The model servers' key: the Secret the gateway's MODEL_SERVER_API_KEY names, as the litellm role writes it.
     (key_ref,) = [e["valueFrom"]["secretKeyRef"] for e in container["env"] if e["name"] == "MODEL_SERVER_API_KEY"]
@@ -271,43 +269,33 @@ def gateway(request, tmp_path_factory):
     limits_host, limits_port = redis["host"], redis["port"]
     redis.update(host="127.0.0.1", port=stack.enter_context(redis_server(tmp, pod_files["redis_conf"], log)))
 
-    # Traefik's router with the rendered rule and the route's Middlewares in its order (key headers, rate limit,
-    # prefix strip); a second edge with the rate limit lowered (see the module docstring).
+    # The real Traefik with the rendered objects; a second one, in a namespace of its own, with the rate limit
+    # lowered (see the module docstring).
     rendered_route = route["spec"]["routes"][0]
     chain = [middlewares[ref["name"]] for ref in rendered_route.get("middlewares", [])]
     strip = [p for spec in chain for p in spec.get("stripPrefix", {}).get("prefixes", [])]
     (limit,) = [spec["rateLimit"] for spec in chain if "rateLimit" in spec]
-    # Both edges count in the test's Redis (the rendered rateLimit.redis, its endpoint moved to loopback), each in
-    # a database of its own so that their different limits never share a bucket.
+    # Both count in the test's Redis (the rendered rateLimit.redis, its endpoint moved to loopback), each in a
+    # database of its own so that their different limits never share a bucket.
     assert limit["redis"] == {"endpoints": ["%s:%d" % (limits_host, limits_port)], "secret": "litellm-redis"}
-    limit = dict(limit, redis=dict(limit["redis"], endpoints=["127.0.0.1:%d" % redis["port"]]))
-    lowered = dict(limit, redis=dict(limit["redis"], db=1), **THROTTLED)
-    edge_secrets = {"litellm-redis": {k: v for k, v in redis_secret.items() if k in ("username", "password")}}
-    edges, edge_ports, edge_configs = [], [], []
-    for suffix, rate_limit in (("", limit), ("-throttled", lowered)):
-        edge_port = free_port()
-        edge_config = tmp / ("edge%s.json" % suffix)
-        edge_config.write_text(
-            json.dumps(
-                {
-                    "listen": "127.0.0.1:%d" % edge_port,
-                    "routes": [
-                        {
-                            "name": route["metadata"]["name"],
-                            "rule": rendered_route["match"],
-                            "backend": "http://127.0.0.1:%d" % port,
-                            "middlewares": [
-                                dict(spec, rateLimit=rate_limit) if "rateLimit" in spec else spec for spec in chain
-                            ],
-                        }
-                    ],
-                    "secrets": edge_secrets,
-                }
-            )
-        )
-        edge_ports.append(edge_port)
-        edge_configs.append(edge_config)
-    edge_port, throttled_port = edge_ports
+    loopback = ["127.0.0.1:%d" % redis["port"]]
+
+    def public(doc):
+        if doc["kind"] == "Middleware" and "rateLimit" in doc["spec"]:
+            doc["spec"]["rateLimit"]["redis"]["endpoints"] = loopback
+        return doc
+
+    def throttled(doc):
+        doc = public(doc)
+        if doc["kind"] == "Middleware" and "rateLimit" in doc["spec"]:
+            doc["spec"]["rateLimit"].update(THROTTLED)
+            doc["spec"]["rateLimit"]["redis"]["db"] = 1
+        return doc
+
+    host = route["spec"]["routes"][0]["match"].split("`")[1]
+    TLS[host] = traefik_edge.SiteCA(tmp, host)
+    route_ns = route["metadata"]["namespace"]
+    redis_doc = one(docs, "Secret", "litellm-redis", lambda d: d["metadata"]["namespace"] == route_ns)
     try:
         litellm = stack.enter_context(
             litellm_as_its_pod(deployment, config, tmp / "pod-1", port, master_key, log, pod_files)
@@ -317,21 +305,21 @@ def gateway(request, tmp_path_factory):
             second = stack.enter_context(
                 litellm_as_its_pod(deployment, config, tmp / "pod-2", second_port, master_key, log, pod_files)
             )
-        for edge_config in edge_configs:
+        edges = []
+        for namespace, changes in ((route_ns, public), (route_ns + "-throttled", throttled)):
+            objects = traefik_edge.edge_objects(docs, namespace, port, changes=changes)
+            secret = dict(redis_doc, metadata={"name": redis_doc["metadata"]["name"], "namespace": namespace})
             edges.append(
-                subprocess.Popen([str(edgebuild.edge_path()), str(edge_config)], stdout=log, stderr=subprocess.STDOUT)
+                stack.enter_context(traefik_edge.edges(edge_api, tmp, namespace, objects, port, TLS[host], [secret]))
             )
-        for edge, edge_port_ in zip(edges, edge_ports):
-            wait_for("http://127.0.0.1:%d/" % edge_port_, edge, "the edge")
         wait_for("http://127.0.0.1:%d/health/liveliness" % port, litellm, "LiteLLM")
         if second is not None:
             wait_for("http://127.0.0.1:%d/health/liveliness" % second_port, second, "the second LiteLLM")
-        host = route["spec"]["routes"][0]["match"].split("`")[1]
         prefix = strip[0] if strip else ""
         yield {
             "site": request.param,
-            "public": "http://127.0.0.1:%d%s" % (edge_port, prefix),
-            "throttled": "http://127.0.0.1:%d%s" % (throttled_port, prefix),
+            "public": edges[0].urls[0] + prefix,
+            "throttled": edges[1].urls[0] + prefix,
             "rate_limit": limit,
             "host": host,
             "direct": "http://127.0.0.1:%d" % port,
@@ -353,12 +341,6 @@ def gateway(request, tmp_path_factory):
             "log": tmp / "litellm.log",
         }
     finally:
-        for proc in edges:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
         stack.close()
         for server in servers:
             server.shutdown()
@@ -452,7 +434,7 @@ def chat(gw, model, key):
 def test_a_request_without_the_key_is_refused_with_401(gateway):
     status, headers, text = chat(gateway, gateway["models"][0], None)
     assert status == 401, text
-    assert headers.get("X-Edge-Route") == gateway["route"]  # refused by LiteLLM, after the route matched
+    assert "error" in json.loads(text), (headers, text)  # refused by LiteLLM (its JSON), after Traefik routed it
     assert all(not calls for calls in gateway["calls"].values())
 
 
@@ -510,11 +492,10 @@ def test_an_unknown_model_reaches_no_backend(gateway):
 
 @pytest.mark.parametrize(("method", "path"), ADMIN, ids=[p for _method, p in ADMIN])
 def test_admin_routes_are_not_reachable_through_the_public_route(gateway, method, path):
-    status, headers, _text = request(
+    status, headers, text = request(
         method, gateway["public"] + path, gateway["host"], gateway["key"], body={} if method == "POST" else None
     )
-    assert status == 404
-    assert "X-Edge-Route" not in headers  # Traefik's router matched no route: the gateway never saw it
+    assert from_traefik(status, text), (status, headers, text)  # no router matched: the gateway never saw it
 
 
 def test_the_gateway_serves_admin_routes_inside_the_cluster(gateway):
@@ -558,9 +539,8 @@ def test_the_rate_limit_throttles_one_api_key_and_still_serves_another(gateway):
         if status == 429:
             break
     assert statuses[-1] == 429 and set(statuses[:-1]) <= {400, 401}, statuses
-    status, headers, text = request("POST", url, gateway["host"], gateway["key"], body, timeout=10)
+    status, _headers, text = request("POST", url, gateway["host"], gateway["key"], body, timeout=10)
     assert status == 200, (status, text)
-    assert headers.get("X-Edge-Route") == gateway["route"]
 
 
 class SlowStandIn(StandIn):
@@ -634,24 +614,11 @@ def test_a_key_in_another_header_does_not_escape_the_rate_limit(gateway):
     removes them, so a client cannot send its key there and a new Authorization each time for a fresh budget."""
     body = {"model": gateway["models"][0], "messages": [{"role": "user", "content": "ping"}], "max_tokens": 4}
     for header in ("x-litellm-api-key", "x-api-key", "API-Key"):
-        direct = urllib.request.Request(
-            gateway["direct"] + "/v1/chat/completions", data=json.dumps(body).encode(), method="POST"
-        )
-        public = urllib.request.Request(
-            gateway["public"] + "/v1/chat/completions", data=json.dumps(body).encode(), method="POST"
-        )
-        for req in (direct, public):
-            req.add_header("Content-Type", "application/json")
-            req.add_header(header, gateway["key"])
-            req.add_header("Authorization", "Bearer sk-" + secrets.token_hex(24))
-        public.add_header("Host", gateway["host"])
-        statuses = []
-        for req in (direct, public):
-            try:
-                with urllib.request.urlopen(req, timeout=30) as resp:
-                    statuses.append(resp.status)
-            except urllib.error.HTTPError as err:
-                statuses.append(err.code)
+        sent = {header: gateway["key"], "Authorization": "Bearer sk-" + secrets.token_hex(24)}
+        statuses = [
+            request("POST", gateway["direct"] + "/v1/chat/completions", body=body, headers=sent)[0],
+            request("POST", gateway["public"] + "/v1/chat/completions", gateway["host"], body=body, headers=sent)[0],
+        ]
         # LiteLLM itself accepts the key there; through the edge only the (random) Authorization reaches it.
         assert statuses[1] in (400, 401), (header, statuses)
         if header == "x-litellm-api-key":

@@ -72,7 +72,7 @@ def test_each_pruned_cache_is_read_by_no_later_part_of_make_test():
     text = (ROOT / "Makefile").read_text()
     order = re.search(r"for t in ([a-z -]+); do", text).group(1).split()
     assert set(diskuse.PRUNE_AFTER) <= set(order)
-    # the parts that run go (kube-build's builds, also a prerequisite of live and lab-live; the CRD and edge
+    # the parts that run go (kube-build's builds, also a prerequisite of gateway, live and lab-live; the CRD and Traefik
     # builds of unit and gateway; lab-live's node build)
     readers = {"vllm-venv": {"runtime"}, "go-build": {"kube-build", "unit", "gateway", "live", "lab-live"}}
     readers["go-mod"] = readers["go-build"]

@@ -256,16 +256,14 @@ def test_certificate_covers_the_gateway_host(rendered):
 
 
 def traefik_middleware_schema():
-    """openAPIV3Schema of the Middleware CRD of the Traefik lab/edge/go.mod pins (the K3s-bundled release, kept
-    equal by tests/unit/lab/test_edgebuild.py), from the Go module cache; every object closed to unknown fields (the
-    API server would prune them silently, which hides a misspelt field)."""
-    gomod = (ROOT / "lab" / "edge" / "go.mod").read_text()
-    version = re.search(r"github\.com/traefik/traefik/v3\s+(v\S+)", gomod).group(1)
-    cache = os.environ.get("GOMODCACHE") or str(Path.home() / "go" / "pkg" / "mod")
-    path = Path(cache) / ("github.com/traefik/traefik/v3@%s" % version)
-    path = path / "docs" / "content" / "reference" / "dynamic-configuration" / "traefik.io_middlewares.yaml"
-    if not path.is_file():
-        pytest.skip("Traefik %s is not in the Go module cache: run .venv/bin/python lab/edgebuild.py build" % version)
+    """openAPIV3Schema of the Middleware CRD of the Traefik the pinned K3s release installs (lab/crds.py: its table
+    of K3s's embedded versions, the CRD file from Traefik's module, cached under .cache/crds; the lab's Traefik is
+    built from the same release); every object closed to unknown fields (the API server would prune them silently,
+    which hides a misspelt field)."""
+    sys.path.insert(0, str(ROOT / "lab"))
+    import crds
+
+    (path,) = [p for label, p in crds.cached() if label.endswith("traefik.io_middlewares.yaml")]
     (crd,) = [d for d in yaml.safe_load_all(path.read_text()) if d]
     (served,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1"]
 
