@@ -117,7 +117,10 @@ class SiteCA:
             "subjectAltName=DNS:%s\nextendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature\n"
             "authorityKeyIdentifier=keyid,issuer\nsubjectKeyIdentifier=hash\n" % host
         )
-        run = lambda *a: subprocess.run(["openssl", *a], check=True, capture_output=True, timeout=60)  # noqa: E731
+
+        def run(*args):
+            subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
+
         run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
             "-subj", "/CN=aiinfra.k3s gateway tests CA", "-addext", "basicConstraints=critical,CA:TRUE",
             "-addext", "keyUsage=critical,keyCertSign,cRLSign", "-keyout", str(ca_key), "-out", str(ca_crt))  # fmt: skip
