@@ -45,12 +45,11 @@ Roles read the plan and their own variables; none reads another role's facts.
 """
 
 import difflib
-import re
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils import consumers as consumer_rules
 from ansible_collections.aiinfra.k3s.plugins.module_utils import edge, firewall, gateway, monitoring
 from ansible_collections.aiinfra.k3s.plugins.module_utils.autoscaling import autoscaling_problems, gpu_bounds
-from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import problem
+from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import LABEL_VALUE, problem
 from ansible_collections.aiinfra.k3s.plugins.module_utils.models import STORE_PATH_FIX, as_int, filled, store_path_error
 from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import dns_name
 from ansible_collections.aiinfra.k3s.plugins.module_utils.serving_plan import (
@@ -136,7 +135,6 @@ GPU_TYPE_VARIABLE = "aiinfra_gpu_type"
 NODE_GROUP_VARIABLE = "aiinfra_node_group"
 # A model's placement: its keys, the node attribute each selects on and the host variable that sets it.
 PLACEMENT_KEYS = {"gpu_types": ("gpu_type", GPU_TYPE_VARIABLE), "node_groups": ("node_group", NODE_GROUP_VARIABLE)}
-LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 
 def _truthy(value):
@@ -145,7 +143,8 @@ def _truthy(value):
 
 def label_value_error(value):
     """Why a host's GPU type or node group cannot be a node label value (Kubernetes: at most 63 characters, letters,
-    digits, '-', '_' and '.', alphanumeric at both ends), or None."""
+    digits, '-', '_' and '.', alphanumeric at both ends; inventory_spec's grammar, with messages that say the
+    value's own fault), or None. Empty values are not asked about (the variable is then unset)."""
     if not isinstance(value, str):
         return "is %r, not a name" % (value,)
     if len(value) > 63:
