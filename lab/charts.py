@@ -40,6 +40,7 @@ Exit status: 0 when every chart from a Go module passed, 1 when one did not, 2 w
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -548,6 +549,35 @@ class ChartResult:
             f"{self.chart}: version {self.version}, source {self.source}{note}, result {self.result}, "
             f"unknown paths: {unknown}{dead}{dropped}"
         )
+
+
+CHART_MTIME = 1700000000  # every file of a packaged chart gets this mtime: `helm package` records them
+
+
+def package_chart(chart: str, out_dir: Path, work: Path) -> Path:
+    """The released archive of one of SOURCES (chart name) at its pinned version, as `helm package` makes it from
+    the module's sources (assembled first where the release assembles it), for K3s's static charts; every file's
+    mtime made CHART_MTIME so the same sources give the same bytes. Writes <archive>.sha256 next to it."""
+    (source,) = [s for s in SOURCES if s.chart == chart]
+    version = pinned_value((ROOT / source.defaults).read_text(), source.version_var)
+    info = fetch_module(source.module, version)
+    chart_dir = work / f"{chart}-{version}" / chart
+    shutil.rmtree(chart_dir.parent, ignore_errors=True)
+    if source.assemble == "cert-manager":
+        assemble_cert_manager(Path(info["Dir"]), info["Version"], chart_dir)
+    else:
+        copy_chart(Path(info["Dir"]), source.subdir, chart_dir)
+    for path in [chart_dir, *chart_dir.rglob("*")]:
+        os.utime(path, (CHART_MTIME, CHART_MTIME), follow_symlinks=False)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    proc = run_helm(helmbuild.build(), ["package", str(chart_dir), "--destination", str(out_dir)], work / "helm-home")
+    if proc.returncode != 0:
+        raise CheckError(f"helm package {chart} failed (exit {proc.returncode}):\n{tail(proc.stderr or proc.stdout)}")
+    chart_version = yaml.safe_load((chart_dir / "Chart.yaml").read_text())["version"]
+    archive = out_dir / f"{chart}-{chart_version}.tgz"
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    (out_dir / (archive.name + ".sha256")).write_text(digest + "\n")
+    return archive
 
 
 def check_chart_dir(

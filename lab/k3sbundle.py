@@ -8,12 +8,14 @@
 The bundle has the shape of a K3s release (the collection's k3s role verifies and installs it through its airgap
 path, `k3s_install_mode: airgap`, `k3s_airgap_dir`), but its `k3s` is a self-extracting file: a shell header
 (multi-call: k3s server|agent, kubectl, ctr) followed by a zstd tar of lab/node/k3s_standin.py, the binaries
-built from upstream Go modules, and the manifests a lab server applies at start (CoreDNS, the lab's own minimal
-Traefik manifests in place of K3s's embedded Traefik chart, the lab's own minimal cert-manager manifests in place
-of the collection's cert-manager HelmChart (controller only: no webhook, no cainjector), and the CRDs the site's
-charts would install; no helm-controller runs yet). The image tarball holds the lab's images (pause, CoreDNS,
-Traefik, cert-manager's controller, the real LiteLLM proxy, the stand-in model server, Redis), imported by each
-node's containerd at start, as K3s imports its airgap image directory. Only the standard library is used.
+built from upstream Go modules (K3s's helm-controller and a stand-in for its supervisor among them), and the
+manifests a lab server applies at start (CoreDNS, the lab's own minimal Traefik manifests in place of K3s's embedded
+Traefik chart, a HelmChartConfig giving the collection's cert-manager chart the lab's images, and the CRDs the other
+charts would install). Next to it, the cert-manager chart archive (packaged from its module, lab/charts.py) and its
+digest, for the collection's airgap path (K3s's static charts). The image tarball holds the lab's images (pause,
+CoreDNS, Traefik, cert-manager's three components, the klipper-helm stand-in of helm-controller's Jobs, the real
+LiteLLM proxy, the stand-in model server, Redis), imported by each node's containerd at start, as K3s imports its
+airgap image directory. Only the standard library is used.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import charts
 import crds
 import kubebuild
 import labctl
@@ -57,6 +60,8 @@ PAYLOAD_BINARIES = (
     "loopback",
     "portmap",
     "flanneld",
+    "aiinfra-lab-supervisor",
+    "helm-controller",
 )
 
 
@@ -364,233 +369,48 @@ def traefik_manifest(image: str, node_ports: dict[str, int] | None = None) -> st
     return "\n---\n".join(json.dumps(o, indent=1) for o in objects) + "\n"
 
 
-# The lab's cert-manager: the site's cert-manager is a HelmChart (the collection's cert_manager role) that K3s's
-# helm-controller would install; no helm-controller runs in the lab, so the lab server applies these minimal
-# manifests of its own (NOT cert-manager's chart) in the namespace the collection uses: the chart's controller
-# Deployment (1 replica, its flags, its non-root read-only container), its ServiceAccount and the chart's RBAC for
-# the controllers the lab's build runs (lab/nodebuild.py: Certificates, CertificateRequests, Issuers,
-# ClusterIssuers), and its leader-election Role in kube-system. Left out: the webhook and the cainjector (no
-# ValidatingWebhookConfiguration or MutatingWebhookConfiguration is registered, so the API server never calls one),
-# the ACME orders/challenges roles and the CertificateSigningRequest role (those controllers are not in the build;
-# the shims' role is kept: it alone grants `create` on CertificateRequests), the startupapicheck Job,
-# the metrics Service. The CRDs come with the bundle (lab/crds.py).
-CERT_MANAGER_NAMESPACE = "cert-manager"  # roles/cert_manager/defaults/main.yml: cert_manager_namespace
-CERT_MANAGER_LEADER_ELECTION_NAMESPACE = "kube-system"  # the chart's global.leaderElection.namespace
-CERT_MANAGER_APPROVE_SIGNER_NAMES = ("issuers.cert-manager.io/*", "clusterissuers.cert-manager.io/*")  # chart default
-CERT_MANAGER_LABELS = {
-    "app": "cert-manager",
-    "app.kubernetes.io/name": "cert-manager",
-    "app.kubernetes.io/instance": "cert-manager",
-    "app.kubernetes.io/component": "controller",
-}
+# The lab's cert-manager is the site's: the collection's cert-manager HelmChart, installed by K3s's helm-controller
+# (the stand-in runs the release K3s embeds) from the chart archive in K3s's static charts (the collection's airgap
+# path; the bundle carries the archive, packaged from cert-manager's module by lab/charts.py). What the lab adds is
+# this HelmChartConfig, as an operator customises a chart: the images of cert-manager's three components are the
+# lab's builds (each started by the lab's own main package, lab/nodebuild.py), imported with the bundle and never
+# pulled, and the startupapicheck Job is off (its image is not built: upstream's cmd/startupapicheck module is not
+# served). Its CRDs come with the chart (crds.enabled), not with the bundle.
+CERT_MANAGER_CHART = "cert-manager"
 
 
-def cert_manager_rules() -> dict[str, list[dict]]:
-    """The chart's ClusterRoles (deploy/charts/cert-manager/templates/rbac.yaml at the pinned release) for the
-    controllers the lab's build runs, named as the chart names them (release cert-manager)."""
-    events = {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]}
-    secrets = ["get", "list", "watch", "create", "update", "delete"]
-    read = ["get", "list", "watch"]
-    return {
-        "cert-manager-controller-issuers": [
-            {
-                "apiGroups": ["cert-manager.io"],
-                "resources": ["issuers", "issuers/status"],
-                "verbs": ["update", "patch"],
-            },
-            {"apiGroups": ["cert-manager.io"], "resources": ["issuers"], "verbs": read},
-            {"apiGroups": [""], "resources": ["secrets"], "verbs": secrets},
-            events,
-        ],
-        "cert-manager-controller-clusterissuers": [
-            {
-                "apiGroups": ["cert-manager.io"],
-                "resources": ["clusterissuers", "clusterissuers/status"],
-                "verbs": ["update", "patch"],
-            },
-            {"apiGroups": ["cert-manager.io"], "resources": ["clusterissuers"], "verbs": read},
-            {"apiGroups": [""], "resources": ["secrets"], "verbs": secrets},
-            events,
-        ],
-        "cert-manager-controller-certificates": [
-            {
-                "apiGroups": ["cert-manager.io"],
-                "resources": [
-                    "certificates",
-                    "certificates/status",
-                    "certificaterequests",
-                    "certificaterequests/status",
-                ],
-                "verbs": ["update", "patch"],
-            },
-            {
-                "apiGroups": ["cert-manager.io"],
-                "resources": ["certificates", "certificaterequests", "clusterissuers", "issuers"],
-                "verbs": read,
-            },
-            {
-                "apiGroups": ["cert-manager.io"],
-                "resources": ["certificates/finalizers", "certificaterequests/finalizers"],
-                "verbs": ["update"],
-            },
-            {"apiGroups": ["acme.cert-manager.io"], "resources": ["orders"], "verbs": ["create", "delete", *read]},
-            {"apiGroups": [""], "resources": ["secrets"], "verbs": [*secrets, "patch"]},
-            events,
-        ],
-        # The shims' role, although the lab's build runs no shim: the chart grants `create` on CertificateRequests
-        # (which the certificates request manager needs) only here, to the same ServiceAccount.
-        "cert-manager-controller-ingress-shim": [
-            {
-                "apiGroups": ["cert-manager.io"],
-                "resources": ["certificates", "certificaterequests"],
-                "verbs": ["create", "update", "delete"],
-            },
-            {
-                "apiGroups": ["cert-manager.io"],
-                "resources": ["certificates", "certificaterequests", "issuers", "clusterissuers"],
-                "verbs": read,
-            },
-            {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": read},
-            {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses/finalizers"], "verbs": ["update"]},
-            {
-                "apiGroups": ["gateway.networking.k8s.io"],
-                "resources": ["gateways", "httproutes", "listenersets"],
-                "verbs": read,
-            },
-            {
-                "apiGroups": ["gateway.networking.k8s.io"],
-                "resources": ["gateways/finalizers", "httproutes/finalizers", "listenersets/finalizers"],
-                "verbs": ["update"],
-            },
-            events,
-        ],
-        "cert-manager-controller-approve:cert-manager-io": [
-            {
-                "apiGroups": ["cert-manager.io"],
-                "resources": ["signers"],
-                "verbs": ["approve"],
-                "resourceNames": list(CERT_MANAGER_APPROVE_SIGNER_NAMES),
-            },
-        ],
+def cert_manager_chart_config(tag: str) -> str:
+    """HelmChartConfig kube-system/cert-manager: the lab's images (tagged tag, the chart's appVersion) and no
+    startupapicheck."""
+    values: dict = {"startupapicheck": {"enabled": False}}
+    for path, repository in nodeimages.CERT_MANAGER_REPOSITORIES.items():
+        node = values
+        for key in path.split("."):
+            node = node.setdefault(key, {})
+        node.update(repository=repository, tag=tag, pullPolicy="Never")
+    doc = {
+        "apiVersion": "helm.cattle.io/v1",
+        "kind": "HelmChartConfig",
+        "metadata": {"name": CERT_MANAGER_CHART, "namespace": "kube-system"},
+        "spec": {"valuesContent": json.dumps(values, indent=1, sort_keys=True) + "\n"},
     }
+    return json.dumps(doc, indent=1) + "\n"
 
 
-def cert_manager_args() -> list[str]:
-    """The chart's controller arguments with its default values (clusterResourceNamespace empty: the pod's own)."""
-    return [
-        "--cluster-resource-namespace=$(POD_NAMESPACE)",
-        f"--leader-election-namespace={CERT_MANAGER_LEADER_ELECTION_NAMESPACE}",
-    ]
+def bundled_crds(cached: list[tuple[str, Path]]) -> list[Path]:
+    """The CRD files the bundle's server applies at start: every chart's but cert-manager's, which its chart brings
+    (helm refuses to install over CRDs it does not own)."""
+    return [path for label, path in cached if not label.startswith(CERT_MANAGER_CHART + " ")]
 
 
-def cert_manager_manifest(image: str, namespace: str = CERT_MANAGER_NAMESPACE) -> str:
-    """The lab's cert-manager controller: Namespace (Pod Security restricted, as the collection labels it),
-    ServiceAccount, the chart's ClusterRoles/Bindings and leader-election Role/Binding, a 1-replica Deployment."""
-    sa = {"kind": "ServiceAccount", "name": "cert-manager", "namespace": namespace}
-    le_ns = CERT_MANAGER_LEADER_ELECTION_NAMESPACE
-    rbac = "rbac.authorization.k8s.io"
-    objects: list[dict] = [
-        {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": namespace, "labels": {"pod-security.kubernetes.io/enforce": "restricted"}},
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": "cert-manager", "namespace": namespace, "labels": CERT_MANAGER_LABELS},
-        },
-    ]
-    for name, rules in cert_manager_rules().items():
-        objects += [
-            {
-                "apiVersion": f"{rbac}/v1",
-                "kind": "ClusterRole",
-                "metadata": {"name": name, "labels": CERT_MANAGER_LABELS},
-                "rules": rules,
-            },
-            {
-                "apiVersion": f"{rbac}/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": {"name": name, "labels": CERT_MANAGER_LABELS},
-                "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": name},
-                "subjects": [sa],
-            },
-        ]
-    le_name = "cert-manager:leaderelection"
-    objects += [
-        {
-            "apiVersion": f"{rbac}/v1",
-            "kind": "Role",
-            "metadata": {"name": le_name, "namespace": le_ns, "labels": CERT_MANAGER_LABELS},
-            "rules": [
-                {
-                    "apiGroups": ["coordination.k8s.io"],
-                    "resources": ["leases"],
-                    "resourceNames": ["cert-manager-controller"],
-                    "verbs": ["get", "update", "patch"],
-                },
-                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
-            ],
-        },
-        {
-            "apiVersion": f"{rbac}/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": le_name, "namespace": le_ns, "labels": CERT_MANAGER_LABELS},
-            "roleRef": {"apiGroup": rbac, "kind": "Role", "name": le_name},
-            "subjects": [sa],
-        },
-    ]
-    container = {
-        "name": "cert-manager-controller",
-        "image": image,
-        "imagePullPolicy": "IfNotPresent",
-        "args": cert_manager_args(),
-        "env": [{"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
-        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "256Mi"}},
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
-    }
-    objects.append(
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "cert-manager", "namespace": namespace, "labels": CERT_MANAGER_LABELS},
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": CERT_MANAGER_LABELS},
-                "template": {
-                    "metadata": {"labels": CERT_MANAGER_LABELS},
-                    "spec": {
-                        "serviceAccountName": "cert-manager",
-                        "enableServiceLinks": False,
-                        "nodeSelector": {"kubernetes.io/os": "linux"},
-                        "securityContext": {
-                            "runAsNonRoot": True,
-                            "runAsUser": 65532,
-                            "runAsGroup": 65532,
-                            "seccompProfile": {"type": "RuntimeDefault"},
-                        },
-                        "containers": [container],
-                    },
-                },
-            },
-        }
-    )
-    return "\n---\n".join(json.dumps(o, indent=1) for o in objects) + "\n"
-
-
-def inputs_key(bin_dir: Path, images_archive: Path, crd_files: list[Path]) -> str:
+def inputs_key(bin_dir: Path, images_archive: Path, crd_files: list[Path], charts: list[Path] = ()) -> str:
     h = hashlib.sha256()
     h.update(HEADER.encode())
     h.update(STANDIN.read_bytes())
     h.update(Path(__file__).read_bytes())
     h.update(str(bin_dir).encode())
     h.update(str(images_archive).encode())
-    for path in crd_files:
+    for path in [*crd_files, *charts]:
         h.update(path.read_bytes())
     return h.hexdigest()[:12]
 
@@ -616,8 +436,9 @@ def build() -> Path:
     bin_dir = nodebuild.build(k3s_version())
     archive = nodeimages.build(bin_dir)
     refs = json.loads((archive.parent / "images.json").read_text())
-    crd_files = [path for _name, path in crds.cached()]
-    out = CACHE / inputs_key(bin_dir, archive, crd_files)
+    crd_files = bundled_crds(crds.cached())
+    chart = charts.package_chart(CERT_MANAGER_CHART, CACHE / "charts", CACHE / "charts-work")
+    out = CACHE / inputs_key(bin_dir, archive, crd_files, [chart])
     if (out / f"sha256sum-{ARCH}.txt").exists():
         log(f"cached: {out}")
         point_current(out)
@@ -639,11 +460,11 @@ def build() -> Path:
     if "traefik" not in refs:
         raise BundleError("the node images lack Traefik (lab/nodeimages.py): the node build has no traefik binary")
     (manifests / "traefik.json").write_text(traefik_manifest(refs["traefik"]))
-    if nodeimages.CERT_MANAGER_ROLE not in refs:
-        raise BundleError(
-            "the node images lack the cert-manager controller (lab/nodeimages.py): rebuild the node build"
-        )
-    (manifests / "cert-manager.json").write_text(cert_manager_manifest(refs[nodeimages.CERT_MANAGER_ROLE]))
+    missing_images = [r for r in (*nodeimages.CERT_MANAGER_ROLES, nodeimages.KLIPPER_HELM_ROLE) if r not in refs]
+    if missing_images:
+        raise BundleError(f"the node images lack {', '.join(missing_images)} (lab/nodeimages.py): rebuild them")
+    chart_tag = chart.name.removeprefix(CERT_MANAGER_CHART + "-").removesuffix(".tgz")
+    (manifests / "cert-manager-config.json").write_text(cert_manager_chart_config(chart_tag))
     for i, path in enumerate(crd_files):
         shutil.copy2(path, manifests / f"crd-{i:02d}-{path.name}")
     payload = partial / "payload.tar.zst"
@@ -664,6 +485,8 @@ def build() -> Path:
     (partial / f"sha256sum-{ARCH}.txt").write_text(
         "".join(f"{nodeimages.sha256_file(p)}  {p.name}\n" for p in (k3s, images))
     )
+    for path in (chart, chart.with_name(chart.name + ".sha256")):  # K3s's static charts (the collection's airgap dir)
+        shutil.copy2(path, partial / path.name)
     payload.unlink()
     shutil.rmtree(stage)
     shutil.rmtree(out, ignore_errors=True)

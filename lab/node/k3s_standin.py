@@ -7,8 +7,11 @@ containerd, the CNI plugins, flannel and the control plane (built by lab/nodebui
 a self-extracting `k3s` file with a K3s-shaped airgap bundle around it. The collection's k3s role installs it
 the way it installs K3s (verified airgap path), and starts it with the unit it writes for K3s.
 
-    k3s server --config /etc/rancher/k3s/config.yaml   etcd, kube-apiserver, kube-controller-manager and
-                                                        kube-scheduler on this node, then everything an agent runs
+    k3s server --config /etc/rancher/k3s/config.yaml   etcd, kube-apiserver (on 127.0.0.1:6444, behind a
+                                                        STAND-IN for K3s's supervisor on 6443 that also serves
+                                                        /static/ anonymously), kube-controller-manager,
+                                                        kube-scheduler and K3s's helm-controller on this node,
+                                                        then everything an agent runs
     k3s agent --config /etc/rancher/k3s/config.yaml    containerd (airgap images imported), kubelet (TLS
                                                         bootstrap), flannel (vxlan), kube-proxy (iptables)
     k3s etcd-snapshot save [--name N]                   the server's etcd saved through etcd's own snapshot API,
@@ -21,8 +24,11 @@ discovery). The kubelet then gets its own client certificate (CN system:node:NAM
 controller manager approves and signs: per-node credentials, Node authorizer and NodeRestriction on.
 
 What differs from K3s, on purpose and said in README: one server only (no embedded-etcd join), no
-ServiceLB/Traefik/local-path/metrics-server, no crictl, CRDs the site's charts would bring applied from the
-bundle's manifests directory (no helm-controller runs yet), and the kubelet's cgroup v1 settings of this VM.
+ServiceLB/Traefik/local-path/metrics-server, no crictl, helm-controller as a process of its own (K3s runs it
+in-process) whose Jobs run the lab's klipper-helm STAND-IN image, the supervisor only serving /static/ and
+passing the rest on (request-header authentication; no /cacerts or /v1-k3s), the `kubernetes` endpoints written
+by the stand-in (upstream's kube-apiserver lacks K3s's --advertise-port), CRDs the site's other charts would bring
+applied from the bundle's manifests directory, and the kubelet's cgroup v1 settings of this VM.
 Only Debian's python3 and python3-yaml are needed in the node.
 """
 
@@ -57,8 +63,24 @@ AUTO_DEPLOY = SERVER / "manifests"
 RUN = Path("/run/k3s")
 SOCK = RUN / "containerd" / "containerd.sock"
 KUBELET_PKI = Path("/var/lib/kubelet/pki")
-API_PORT = 6443
+STATIC = SERVER / "static"
+API_PORT = 6443  # the supervisor's, as K3s's: what every client and the `kubernetes` Service reach
+APISERVER_PORT = 6444  # kube-apiserver's own, on loopback behind the supervisor (K3s's too)
 WAIT_S = 180
+# The image of helm-controller's install Jobs: the lab's STAND-IN for rancher/klipper-helm (lab/nodeimages.py; a
+# unit test keeps the two equal).
+KLIPPER_HELM_IMAGE = "localhost/aiinfra-lab/klipper-helm-standin:lab"
+# The environment helm-controller would copy into every Job it makes (its own *_proxy variables): not passed on.
+PROXY_VARIABLES = (
+    "all_proxy",
+    "ALL_PROXY",
+    "http_proxy",
+    "HTTP_PROXY",
+    "https_proxy",
+    "HTTPS_PROXY",
+    "no_proxy",
+    "NO_PROXY",
+)
 
 
 def log(msg: str) -> None:
@@ -359,12 +381,14 @@ class Supervisor:
         signal.signal(signal.SIGTERM, self.stop)
         signal.signal(signal.SIGINT, self.stop)
 
-    def start(self, name: str, cmd: list[str], env: dict | None = None) -> subprocess.Popen:
+    def start(self, name: str, cmd: list[str], env: dict | None = None, drop: tuple = ()) -> subprocess.Popen:
         logdir = K3S / "logs"
         logdir.mkdir(parents=True, exist_ok=True)
         out = open(logdir / f"{name}.log", "ab")  # noqa: SIM115 - the child keeps it
         full_env = dict(os.environ, PATH=f"{BIN}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
         full_env.update(env or {})
+        for key in drop:
+            full_env.pop(key, None)
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=full_env, start_new_session=True)
         self.children.append((name, proc))
         log(f"started {name} (pid {proc.pid}); log {logdir / (name + '.log')}")
@@ -474,13 +498,13 @@ def openssl(*args: str) -> None:
     sh("openssl", *args)
 
 
-def make_cert(name: str, subject: str, ext: str) -> None:
+def make_cert(name: str, subject: str, ext: str, ca: str = "server-ca") -> None:
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     openssl("req", *ec, "-keyout", str(TLS / f"{name}.key"), "-out", str(TLS / f"{name}.csr"), "-subj", subject)
     (TLS / f"{name}.ext").write_text(f"authorityKeyIdentifier=keyid\nbasicConstraints=critical,CA:FALSE\n{ext}\n")
     openssl(
-        "x509", "-req", "-in", str(TLS / f"{name}.csr"), "-CA", str(TLS / "server-ca.crt"),
-        "-CAkey", str(TLS / "server-ca.key"), "-CAcreateserial", "-days", "3650",
+        "x509", "-req", "-in", str(TLS / f"{name}.csr"), "-CA", str(TLS / f"{ca}.crt"),
+        "-CAkey", str(TLS / f"{ca}.key"), "-CAcreateserial", "-days", "3650",
         "-extfile", str(TLS / f"{name}.ext"), "-out", str(TLS / f"{name}.crt"),
     )  # fmt: skip
     (TLS / f"{name}.key").chmod(0o600)
@@ -531,6 +555,86 @@ def make_pki(s: dict, ip: str) -> None:
         key = base64.b64encode(os.urandom(32)).decode()
         write(TLS / "encryption-config.json", json.dumps(encryption_config(key)), 0o600)
     (TLS / "done").write_text("")
+
+
+def make_proxy_pki() -> None:
+    """K3s's request-header CA and the supervisor's client certificate from it (CN system:auth-proxy), once: the
+    API server trusts a request's X-Remote-User/-Group only over a connection that presents that certificate."""
+    if (TLS / "client-auth-proxy.crt").exists():
+        return
+    openssl(
+        "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+        "-keyout", str(TLS / "request-header-ca.key"), "-out", str(TLS / "request-header-ca.crt"), "-days", "3650",
+        "-subj", f"/CN=k3s-request-header-ca@{int(time.time())}",
+        "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+    )  # fmt: skip
+    (TLS / "request-header-ca.key").chmod(0o600)
+    client_ext = "keyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth"
+    make_cert("client-auth-proxy", "/CN=system:auth-proxy", client_ext, ca="request-header-ca")
+
+
+def kubernetes_endpoints(ip: str) -> list[dict]:
+    """The `kubernetes` Service's endpoints, as K3s's API server writes them (its --advertise-port, which upstream's
+    kube-apiserver lacks): this node's supervisor port, where pods reach /static/ and the API alike. The API server
+    runs with --endpoint-reconciler-type none, so these are the stand-in's (one server: no others to list)."""
+    meta = {"name": "kubernetes", "namespace": "default"}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Endpoints",
+            "metadata": {**meta, "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+            "subsets": [{"addresses": [{"ip": ip}], "ports": [{"name": "https", "port": API_PORT, "protocol": "TCP"}]}],
+        },
+        {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {**meta, "labels": {"kubernetes.io/service-name": "kubernetes"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [ip], "conditions": {"ready": True}}],
+            "ports": [{"name": "https", "port": API_PORT, "protocol": "TCP"}],
+        },
+    ]
+
+
+def apiserver_front_args() -> list[str]:
+    """kube-apiserver behind the supervisor: loopback only, request-header authentication from the supervisor,
+    the same certificate for the aggregator's proxy client, and no endpoint reconciler (kubernetes_endpoints)."""
+    return [
+        "--bind-address", "127.0.0.1", "--secure-port", str(APISERVER_PORT),
+        "--endpoint-reconciler-type", "none",
+        "--requestheader-client-ca-file", str(TLS / "request-header-ca.crt"),
+        "--requestheader-allowed-names", "system:auth-proxy",
+        "--requestheader-username-headers", "X-Remote-User",
+        "--requestheader-group-headers", "X-Remote-Group",
+        "--requestheader-extra-headers-prefix", "X-Remote-Extra-",
+        "--proxy-client-cert-file", str(TLS / "client-auth-proxy.crt"),
+        "--proxy-client-key-file", str(TLS / "client-auth-proxy.key"),
+        "--enable-aggregator-routing=true",
+    ]  # fmt: skip
+
+
+def supervisor_command(ca: Path) -> list[str]:
+    """The STAND-IN for K3s's supervisor on the API port (lab/node/supervisor): /static/ anonymously, the rest to
+    kube-apiserver on loopback."""
+    return [
+        str(BIN / "aiinfra-lab-supervisor"), "-listen", f"0.0.0.0:{API_PORT}", "-backend", f"https://127.0.0.1:{APISERVER_PORT}",
+        "-tls-cert-file", str(TLS / "serving-kube-apiserver.crt"),
+        "-tls-private-key-file", str(TLS / "serving-kube-apiserver.key"),
+        "-client-ca-file", str(ca), "-backend-ca-file", str(ca),
+        "-proxy-client-cert-file", str(TLS / "client-auth-proxy.crt"),
+        "-proxy-client-key-file", str(TLS / "client-auth-proxy.key"),
+        "-static-dir", str(STATIC),
+    ]  # fmt: skip
+
+
+def helm_controller_command(admin: Path) -> list[str]:
+    """K3s's helm-controller (the release K3s embeds; K3s runs it in-process, here a process of its own) with the
+    klipper-helm stand-in as its Jobs' image."""
+    return [
+        str(BIN / "helm-controller"), "--kubeconfig", str(admin), "--controller-name", "helm-controller",
+        "--default-job-image", KLIPPER_HELM_IMAGE, "--job-cluster-role", "cluster-admin",
+        "--node-name", socket.gethostname(),
+    ]  # fmt: skip
 
 
 def encryption_config(key_b64: str) -> dict:
@@ -710,11 +814,17 @@ def server(s: dict, sup: Supervisor) -> None:
     if s["server"]:
         raise SystemExit(f"{NAME}: joining a second server (server: {s['server']}) is not supported by the stand-in")
     make_pki(s, ip)
+    make_proxy_pki()
+    STATIC.mkdir(parents=True, exist_ok=True)  # served anonymously under /static/ (K3s's static charts)
+    os.chmod(STATIC, 0o700)
     ca = TLS / "server-ca.crt"
     cred = SERVER / "cred"
     cred.mkdir(parents=True, exist_ok=True)
     os.chmod(cred, 0o700)
-    local = f"https://127.0.0.1:{API_PORT}"
+    # The control plane's own clients reach kube-apiserver directly; everyone else, this node's agent included,
+    # through the supervisor (front), as in K3s.
+    local = f"https://127.0.0.1:{APISERVER_PORT}"
+    front = f"https://127.0.0.1:{API_PORT}"
     for name in ("controller", "scheduler"):
         write(cred / f"{name}.kubeconfig", kubeconfig(local, str(ca), client_user(name)), 0o600)
     admin = SERVER / "cred" / "admin.kubeconfig"
@@ -735,7 +845,7 @@ def server(s: dict, sup: Supervisor) -> None:
         str(BIN / "kube-apiserver"), "--etcd-servers", "https://127.0.0.1:2379",
         "--etcd-cafile", str(TLS / "server-ca.crt"), "--etcd-certfile", str(TLS / "etcd-client.crt"),
         "--etcd-keyfile", str(TLS / "etcd-client.key"),
-        "--bind-address", "0.0.0.0", "--advertise-address", ip, "--secure-port", str(API_PORT),
+        "--advertise-address", ip, *apiserver_front_args(),
         "--tls-cert-file", str(TLS / "serving-kube-apiserver.crt"),
         "--tls-private-key-file", str(TLS / "serving-kube-apiserver.key"),
         "--client-ca-file", str(ca), "--enable-bootstrap-token-auth=true",
@@ -753,6 +863,7 @@ def server(s: dict, sup: Supervisor) -> None:
     if s["secrets_encryption"] and (TLS / "encryption-config.json").exists():
         apiserver += ["--encryption-provider-config", str(TLS / "encryption-config.json")]
     sup.start("kube-apiserver", apiserver + extra_args(s["apiserver_args"]))
+    sup.start("supervisor", supervisor_command(ca))
     admin_cert = (str(TLS / "client-admin.crt"), str(TLS / "client-admin.key"))
     sup.wait_for("kube-apiserver", lambda: api_ready(local, ca, admin_cert))
     sup.start(
@@ -778,7 +889,7 @@ def server(s: dict, sup: Supervisor) -> None:
     ca_pem = ca.read_bytes()
     agent_token = read_agent_token(s)
     tokens = {"cluster token": token, **({"agent token": agent_token} if agent_token else {})}
-    objects = bootstrap_objects(s, ip, ca_pem, tokens)
+    objects = bootstrap_objects(s, ip, ca_pem, tokens) + kubernetes_endpoints(ip)
     doc = apply_document(objects)
     sup.wait_for(
         "bootstrap objects", lambda: kubectl(admin, "apply", "-f", "-", stdin=doc, check=False).returncode == 0
@@ -799,9 +910,10 @@ def server(s: dict, sup: Supervisor) -> None:
     sup.deployer = AutoDeploy(admin)
     # Ready once the bundle's own manifests are in (the collection's files are applied in the background).
     sup.wait_for("bundled manifests", lambda: sup.deployer.sync(prefix="aiinfra-lab-") == 0)
+    sup.start("helm-controller", helm_controller_command(admin), drop=PROXY_VARIABLES)
     # What K3s writes for operators: the admin kubeconfig and the full token (its CA hash lets agents pin the CA).
     Path("/etc/rancher/k3s").mkdir(parents=True, exist_ok=True)
-    write(Path("/etc/rancher/k3s/k3s.yaml"), admin_kubeconfig(local, ca_pem), int(s["kubeconfig_mode"], 8))
+    write(Path("/etc/rancher/k3s/k3s.yaml"), admin_kubeconfig(front, ca_pem), int(s["kubeconfig_mode"], 8))
     write(SERVER / "token", full_token(ca_pem, token) + "\n", 0o600)
     write(SERVER / "node-token", full_token(ca_pem, token) + "\n", 0o600)
     # K3s writes the agent token in its secure form (user node); without one, agent-token is the server token.
@@ -812,7 +924,8 @@ def server(s: dict, sup: Supervisor) -> None:
     )
     log(f"control plane up at https://{ip}:{API_PORT}")
     sd_notify("READY=1")
-    agent(s, sup, server_url=local, ca_pem=ca_pem, admin=admin)
+    sup.wait_for("supervisor", lambda: api_ready(front, ca, admin_cert))
+    agent(s, sup, server_url=front, ca_pem=ca_pem, admin=admin)
 
 
 def admin_kubeconfig(server_url: str, ca_pem: bytes) -> str:
