@@ -239,3 +239,63 @@ def test_a_snapshot_whose_hash_does_not_match_is_refused():
 def test_an_error_in_the_stream_stops_the_snapshot():
     with pytest.raises(SystemExit, match="etcd refused the snapshot"):
         standin.snapshot_chunks([b'{"error": {"grpc_code": 14, "message": "unavailable"}}'])
+
+
+def test_pods_reach_the_supervisor_port_through_the_kubernetes_service():
+    """The `kubernetes` endpoints the stand-in writes (its API server reconciles none): this node at the supervisor's
+    port, where K3s serves /static/ too; the Endpoints are not mirrored into a second slice."""
+    endpoints, slice_ = standin.kubernetes_endpoints("10.89.0.2")
+    assert endpoints["kind"] == "Endpoints" and slice_["kind"] == "EndpointSlice"
+    for obj in (endpoints, slice_):
+        assert obj["metadata"]["name"] == "kubernetes" and obj["metadata"]["namespace"] == "default"
+    assert endpoints["metadata"]["labels"] == {"endpointslice.kubernetes.io/skip-mirror": "true"}
+    assert endpoints["subsets"] == [
+        {"addresses": [{"ip": "10.89.0.2"}], "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}]}
+    ]
+    assert slice_["metadata"]["labels"] == {"kubernetes.io/service-name": "kubernetes"}
+    assert slice_["endpoints"] == [{"addresses": ["10.89.0.2"], "conditions": {"ready": True}}]
+    assert slice_["ports"] == [{"name": "https", "port": standin.API_PORT, "protocol": "TCP"}]
+
+
+def flags(args):
+    """{flag: value} of a '--flag value' / '-flag value' / '--flag=value' argument list."""
+    out, pending = {}, None
+    for arg in args:
+        if pending:
+            out[pending], pending = arg, None
+        elif "=" in arg:
+            key, _sep, value = arg.partition("=")
+            out[key.lstrip("-")] = value
+        else:
+            pending = arg.lstrip("-")
+    return out
+
+
+def test_the_api_server_trusts_identity_headers_only_from_the_supervisors_certificate():
+    api = flags(standin.apiserver_front_args())
+    sup = flags(standin.supervisor_command(Path("/ca.crt"))[1:])
+    assert api["bind-address"] == "127.0.0.1"  # reachable only through the supervisor from outside the node
+    assert api["secure-port"] == str(standin.APISERVER_PORT) != str(standin.API_PORT)
+    assert sup["listen"] == "0.0.0.0:%d" % standin.API_PORT
+    assert sup["backend"] == "https://127.0.0.1:%d" % standin.APISERVER_PORT
+    assert api["endpoint-reconciler-type"] == "none"  # kubernetes_endpoints() writes them
+    # The supervisor's client certificate is the one the API server's request-header CA vouches for.
+    assert sup["proxy-client-cert-file"] == api["proxy-client-cert-file"]
+    assert api["proxy-client-cert-file"].endswith("client-auth-proxy.crt")
+    assert api["requestheader-client-ca-file"].endswith("request-header-ca.crt")
+    assert api["requestheader-allowed-names"] == "system:auth-proxy"
+    assert (api["requestheader-username-headers"], api["requestheader-group-headers"]) == (
+        "X-Remote-User",
+        "X-Remote-Group",
+    )
+    assert sup["static-dir"] == str(standin.STATIC) == "/var/lib/rancher/k3s/server/static"
+
+
+def test_helm_controller_runs_the_klipper_helm_stand_in_without_the_nodes_proxies():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "lab"))
+    import nodeimages
+
+    cmd = flags(standin.helm_controller_command(Path("/admin.kubeconfig"))[1:])
+    assert cmd["default-job-image"] == standin.KLIPPER_HELM_IMAGE == nodeimages.KLIPPER_HELM_IMAGE
+    assert cmd["kubeconfig"] == "/admin.kubeconfig" and cmd["job-cluster-role"] == "cluster-admin"
+    assert {"https_proxy", "HTTPS_PROXY", "no_proxy", "NO_PROXY"} <= set(standin.PROXY_VARIABLES)
