@@ -23,14 +23,19 @@ each version below), or the nearest the proxy serves. The last line of `build` i
     Traefik chart runs), built inside a copy of its module with named omissions: no ACME DNS-challenge providers
     (their cloud SDKs are refused by the proxy), no dashboard web UI (not in the module), and a local copy of its
     nested dynamic/ext module (not served; empty extension structs upstream);
-  * cert-manager-controller: cert-manager's controllers (github.com/cert-manager/cert-manager at the collection's
-    cert_manager_chart_version) built inside a copy of its module with the LAB'S OWN main package
-    (lab/certmanager/controller): upstream's main lives in the nested module .../cmd/controller, which the module
-    zip leaves out and the proxy does not serve; the lab's main starts cert-manager's own Certificate,
+  * helm-controller (github.com/k3s-io/helm-controller at the release K3s embeds, lab/crds.py's K3S_EMBEDDED),
+    unchanged: K3s runs it inside its server process, the lab's node runs it as a separate process;
+  * cert-manager-controller, cert-manager-webhook, cert-manager-cainjector: cert-manager's code
+    (github.com/cert-manager/cert-manager at the collection's cert_manager_chart_version) built inside a copy of
+    its module with the LAB'S OWN main packages (lab/certmanager/{controller,webhook,cainjector}, written there
+    as cmd/aiinfra-lab/<dir>): upstream's mains live in nested modules .../cmd/<component>, which the module zip
+    leaves out and the proxy does not serve. The controller main starts cert-manager's own Certificate,
     CertificateRequest (approver, CA, SelfSigned), Issuer and ClusterIssuer controllers, not ACME, Vault, Venafi,
-    the CSR signers or the shims; no webhook, no cainjector;
+    the CSR signers or the shims; the webhook and cainjector mains run upstream's webhook server and injectors;
   * pause (lab/node/pause: the lab's Go build of the pause container's behaviour, not the upstream C binary);
   * aiinfra-lab-device-plugin (lab/node/deviceplugin: a STAND-IN NVIDIA device plugin, no GPU);
+  * aiinfra-lab-supervisor (lab/node/supervisor: a STAND-IN for K3s's supervisor on port 6443: /static/ served
+    anonymously, everything else proxied to kube-apiserver);
   * versions.json: per binary, {"module", "version", "k3s_carries", "note"}.
 
 The recipe (versions, flags, Go version, kubebuild's key, a digest of lab/node) is hashed into the directory
@@ -113,10 +118,21 @@ TRAEFIK_EDITS = (
 # imports (its header lists them).
 CERT_MANAGER_MODULE = "github.com/cert-manager/cert-manager"
 CERT_MANAGER_DEFAULTS = ROOT / "roles" / "cert_manager" / "defaults" / "main.yml"
-CERT_MANAGER_MAIN = ("cmd/aiinfra-lab-controller", ROOT / "lab" / "certmanager" / "controller")
+# The lab's main packages (lab/certmanager/<dir>) are written into the copy as cmd/aiinfra-lab/<dir>: one nested
+# tree, so one digest of lab/certmanager decides the three binaries.
+CERT_MANAGER_MAINS = ("cmd/aiinfra-lab", ROOT / "lab" / "certmanager")
+CERT_MANAGER_BINARIES = {  # binary -> directory under lab/certmanager
+    "cert-manager-controller": "controller",
+    "cert-manager-webhook": "webhook",
+    "cert-manager-cainjector": "cainjector",
+}
 CERT_MANAGER_BINARY = "cert-manager-controller"
+# helm-controller (github.com/k3s-io/helm-controller), which K3s runs inside its server process to apply HelmChart
+# resources: the release K3s embeds (lab/crds.py's K3S_EMBEDDED, the version its helm.cattle.io CRDs follow too),
+# built unchanged inside a copy of its module. Here it is a separate process the node's K3s stand-in starts.
+HELM_CONTROLLER_MODULE = "github.com/k3s-io/helm-controller"
 ETCD_K3S = "v3.6.14-k3s1"
-LOCAL_PROGRAMS = ("pause", "deviceplugin")  # directories under lab/node
+LOCAL_PROGRAMS = ("pause", "deviceplugin", "supervisor")  # directories under lab/node
 CONTROL_PLANE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd")
 
 
@@ -178,15 +194,25 @@ def nearest_note(k3s_carries: str | None, version: str, why: str) -> str | None:
     return f"nearest served: {version}; {why}"
 
 
-def traefik_version(k3s_version: str) -> str:
-    """The Traefik release a K3s release installs (lab/crds.py's table of K3s's embedded component versions)."""
+def k3s_embedded(k3s_version: str, component: str) -> str:
+    """The release of `component` a K3s release embeds (lab/crds.py's table of K3s's embedded component versions)."""
     try:
-        return crds.K3S_EMBEDDED[k3s_version]["traefik"]
+        return crds.K3S_EMBEDDED[k3s_version][component]
     except KeyError:
         raise BuildError(
-            f"no Traefik version known for K3s {k3s_version}: add its embedded component versions to "
+            f"no {component} version known for K3s {k3s_version}: add its embedded component versions to "
             "lab/crds.py's K3S_EMBEDDED (from the K3s release notes)"
         ) from None
+
+
+def traefik_version(k3s_version: str) -> str:
+    """The Traefik release a K3s release installs."""
+    return k3s_embedded(k3s_version, "traefik")
+
+
+def helm_controller_version(k3s_version: str) -> str:
+    """The helm-controller release a K3s release embeds."""
+    return k3s_embedded(k3s_version, "helm-controller")
 
 
 def cert_manager_version(defaults_text: str) -> str:
@@ -214,6 +240,7 @@ def components(k3s_version: str, etcd_version: str, sources: str, cm_version: st
     fl_mod, fl_ver, fl_k3s = FLANNEL
     dns_mod, dns_ver, dns_k3s = COREDNS
     tr_mod, tr_ver = TRAEFIK_MODULE, traefik_version(k3s_version)
+    hc_mod, hc_ver = HELM_CONTROLLER_MODULE, helm_controller_version(k3s_version)
     cm_ver = cm_version or cert_manager_version(CERT_MANAGER_DEFAULTS.read_text())
     return [
         Component(
@@ -262,6 +289,17 @@ def components(k3s_version: str, etcd_version: str, sources: str, cm_version: st
             None,
             "stand-in NVIDIA device plugin (no GPU); K3s bundles no device plugin",
             local="deviceplugin",
+        ),
+        Component(
+            "supervisor",
+            "aiinfra.k3s/lab/supervisor",
+            local,
+            {"aiinfra-lab-supervisor": "."},
+            None,
+            "STAND-IN for K3s's supervisor (the lab's own program, standard library only): the node's port 6443, "
+            "/static/ served anonymously from a directory, everything else proxied to kube-apiserver with "
+            "request-header authentication; none of K3s's /cacerts, /v1-k3s or join endpoints",
+            local="supervisor",
         ),
         Component(
             "cni-plugins",
@@ -317,18 +355,31 @@ def components(k3s_version: str, etcd_version: str, sources: str, cm_version: st
             nested=TRAEFIK_EXT,
         ),
         Component(
+            "helm-controller",
+            hc_mod,
+            hc_ver,
+            {"helm-controller": "."},
+            hc_ver,
+            "K3s runs it in-process; here a separate process (the module's own main, unchanged)",
+            xflags={f"{hc_mod}/pkg/version.Version": hc_ver},
+            in_module=True,
+        ),
+        Component(
             "cert-manager",
             CERT_MANAGER_MODULE,
             cm_ver,
-            {CERT_MANAGER_BINARY: "./" + CERT_MANAGER_MAIN[0]},
+            {name: f"./{CERT_MANAGER_MAINS[0]}/{where}" for name, where in CERT_MANAGER_BINARIES.items()},
             None,
-            "the collection's cert_manager_chart_version (K3s bundles no cert-manager); cert-manager's own controllers "
-            "(Certificates, CertificateRequests: approver, CA, SelfSigned; Issuers, ClusterIssuers) started by the "
-            "LAB'S OWN main package (lab/certmanager/controller), as upstream's cmd/controller module is not served "
-            "by the proxy; no ACME, Vault, Venafi, CSR signers or shims; no webhook, no cainjector",
+            "the collection's cert_manager_chart_version (K3s bundles no cert-manager); cert-manager's own code "
+            "started by the LAB'S OWN main packages (lab/certmanager/{controller,webhook,cainjector}), as upstream's "
+            "cmd/* nested modules are not served by the proxy: the controller main starts the Certificate, "
+            "CertificateRequest (approver, CA, SelfSigned), Issuer and ClusterIssuer controllers, not ACME, Vault, "
+            "Venafi, the CSR signers or the shims (the chart's ACME flags are accepted and unused); the webhook "
+            "(admission, conversion, dynamic serving CA) and the cainjector's injectors are upstream's packages "
+            "behind the lab's flag parsing; no --config file, no cainjector pprof or metrics TLS",
             xflags={"main.Version": cm_ver},
             in_module=True,
-            nested=CERT_MANAGER_MAIN,
+            nested=CERT_MANAGER_MAINS,
         ),
         Component(
             "containerd",

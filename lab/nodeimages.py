@@ -7,9 +7,10 @@
                                     recipe for DIR gives, else those of the last build
 
 DIR holds static binaries built by lab/nodebuild.py (.cache/node/<key>/bin): `pause`, `coredns`, `traefik`,
-`cert-manager-controller`, and versions.json. Images (all `localhost/aiinfra-lab/<name>:<tag>`, labelled as lab
-builds; tags: the version the collection or versions.json gives, else the fixed tag `lab` that inventories/lab
-names, each build told apart by its io.aiinfra.image.recipe label):
+`cert-manager-controller`, `cert-manager-webhook`, `cert-manager-cainjector`, and versions.json; the klipper-helm
+stand-in takes lab/helmbuild.py's helm (built when missing). Images (all `localhost/aiinfra-lab/<name>:<tag>`,
+labelled as lab builds; tags: the version the collection or versions.json gives, else the fixed tag `lab` that
+inventories/lab names, each build told apart by its io.aiinfra.image.recipe label):
 
   pause                 FROM scratch, the lab's pause binary as entrypoint
   coredns               FROM scratch, /coredns as entrypoint, tagged with its version from versions.json
@@ -20,7 +21,16 @@ names, each build told apart by its io.aiinfra.image.recipe label):
   cert-manager-controller-only-ca-selfsigned-labmain
                         FROM scratch, /cert-manager-controller as entrypoint, USER 65532:65532: cert-manager's
                         controllers at the collection's cert_manager_chart_version, started by the lab's own main
-                        package, CA and SelfSigned issuers only; no webhook or cainjector image (lab/nodebuild.py)
+                        package, CA and SelfSigned issuers only (lab/nodebuild.py)
+  cert-manager-webhook-labmain, cert-manager-cainjector-labmain
+                        FROM scratch, /cert-manager-webhook and /cert-manager-cainjector as entrypoints, USER 65532:65532:
+                        cert-manager's webhook and cainjector at the same version, each started by the lab's own
+                        main package; tagged with the cert-manager version, as the chart's image values expect
+                        (CERT_MANAGER_REPOSITORIES)
+  klipper-helm-standin  a STAND-IN for rancher/klipper-helm, the image of helm-controller's Jobs (tag `lab`,
+                        KLIPPER_HELM_IMAGE): Debian bash, jq, ca-certificates, the lab's helm (lab/helmbuild.py)
+                        at /usr/bin/helm, the lab's entry script (lab/node/klipper-helm/entry) as the entrypoint,
+                        USER 1000:1000 (numeric: the Jobs set runAsNonRoot), HOME /home/klipper-helm owned by it
   litellm               the REAL LiteLLM proxy (PyPI, the release roles/litellm/defaults/main.yml pins, with the
                         proxy requirements frozen in tests/gateway/requirements-litellm.txt) in a venv on Debian
   model-server-standin  a STAND-IN for the vLLM and NIM images (lab/node/model_server_standin.py), Debian python3
@@ -59,6 +69,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import helmbuild
 import labctl
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,6 +77,7 @@ CACHE = ROOT / ".cache" / "node" / "images"
 DEB_CACHE = CACHE / "debs"
 LATEST = CACHE / "latest"
 STANDIN = ROOT / "lab" / "node" / "model_server_standin.py"
+KLIPPER_HELM_ENTRY = ROOT / "lab" / "node" / "klipper-helm" / "entry"
 LITELLM_REQUIREMENTS = ROOT / "tests" / "gateway" / "requirements-litellm.txt"
 LITELLM_DEFAULTS = ROOT / "roles" / "litellm" / "defaults" / "main.yml"
 VLLM_DEFAULTS = ROOT / "roles" / "vllm" / "defaults" / "main.yml"
@@ -139,15 +151,36 @@ def labels(title: str, description: str, version: str, standin: bool) -> dict[st
 
 # Scratch images named for what their build leaves out (nodebuild's versions.json note says what).
 CERT_MANAGER_ROLE = "cert-manager-controller"
+CERT_MANAGER_WEBHOOK_ROLE = "cert-manager-webhook"
+CERT_MANAGER_CAINJECTOR_ROLE = "cert-manager-cainjector"
+CERT_MANAGER_ROLES = (CERT_MANAGER_ROLE, CERT_MANAGER_WEBHOOK_ROLE, CERT_MANAGER_CAINJECTOR_ROLE)
 SCRATCH_NAMES = {
     "traefik": "traefik-no-acme-dns-no-webui",
-    # cert-manager's controller only (no webhook, no cainjector image), with the lab's own main package and only the
-    # CA and SelfSigned issuers (lab/nodebuild.py)
+    # cert-manager's three components, each started by the lab's own main package (lab/nodebuild.py); the controller
+    # with only the CA and SelfSigned issuers
     CERT_MANAGER_ROLE: "cert-manager-controller-only-ca-selfsigned-labmain",
+    CERT_MANAGER_WEBHOOK_ROLE: "cert-manager-webhook-labmain",
+    CERT_MANAGER_CAINJECTOR_ROLE: "cert-manager-cainjector-labmain",
 }
 # Scratch images with a (numeric, non-root) user of their own, as upstream's distroless images have.
-SCRATCH_USERS = {CERT_MANAGER_ROLE: "65532:65532"}
-SCRATCH_ROLES = ("pause", "coredns", "traefik", CERT_MANAGER_ROLE)
+SCRATCH_USERS = {role: "65532:65532" for role in CERT_MANAGER_ROLES}
+SCRATCH_ROLES = ("pause", "coredns", "traefik", *CERT_MANAGER_ROLES)
+# The repositories (no tag) the cert-manager chart's image values take: `<repository>:<tag or appVersion>`, and the
+# scratch images are tagged with the cert-manager version, so a HelmChartConfig needs only these (and pullPolicy).
+CERT_MANAGER_REPOSITORIES = {
+    "image": f"{REPO}/{SCRATCH_NAMES[CERT_MANAGER_ROLE]}",
+    "webhook.image": f"{REPO}/{SCRATCH_NAMES[CERT_MANAGER_WEBHOOK_ROLE]}",
+    "cainjector.image": f"{REPO}/{SCRATCH_NAMES[CERT_MANAGER_CAINJECTOR_ROLE]}",
+}
+CERT_MANAGER_VALUES = dict(zip(CERT_MANAGER_ROLES, CERT_MANAGER_REPOSITORIES))  # role -> chart value
+# The STAND-IN for rancher/klipper-helm, the image of helm-controller's Jobs (its --default-job-image).
+KLIPPER_HELM_ROLE = "klipper-helm"
+KLIPPER_HELM_NAME = "klipper-helm-standin"
+KLIPPER_HELM_HOME = "/home/klipper-helm"
+KLIPPER_HELM_USER = "1000:1000"  # numeric: the Jobs run with runAsNonRoot
+KLIPPER_HELM_IMAGE = (
+    f"{REPO}/{KLIPPER_HELM_NAME}:lab"  # fixed tag "lab" (with_tag); the recipe label tells builds apart
+)
 
 
 def scratch_spec(role: str, binary: Path, digest: str, version: str | None, note: str | None = None) -> dict:
@@ -248,6 +281,56 @@ def standin_spec(source: str, digest: str, vllm_image: str) -> dict:
             True,
         )
         | {f"{LABEL}.stands-in-for": f"{vllm_image} and the nim_models images (nvcr.io/nim/...)"},
+    }
+
+
+def klipper_helm_spec(entry: str, entry_digest: str, helm: str, helm_digest: str, helm_version: str) -> dict:
+    """The STAND-IN for rancher/klipper-helm: the lab's entry script (lab/node/klipper-helm/entry) as the
+    entrypoint, the lab's helm (lab/helmbuild.py) at /usr/bin/helm. helm-controller's Jobs give only arguments
+    (`install ...` or `delete`), run as a non-root user with a read-only root file system and emptyDirs at
+    $HOME/.helm, $HOME/.cache, $HOME/.config and /tmp."""
+    home = KLIPPER_HELM_HOME
+    uid, gid = KLIPPER_HELM_USER.split(":")
+    script = "\n".join(
+        [
+            "set -eu",
+            f"echo 'klipper-helm:x:{gid}:' >> /etc/group",
+            f"echo 'klipper-helm:x:{uid}:{gid}:klipper-helm stand-in:{home}:/bin/bash' >> /etc/passwd",
+            f"mkdir -p {home}/.helm {home}/.cache {home}/.config",
+            f"chown -R {KLIPPER_HELM_USER} {home}",
+            f"chmod 0755 {home}",
+            "helm version --short >/dev/null",
+            "jq --version >/dev/null",
+            "bash -n /usr/bin/entry",
+        ]
+    )
+    return {
+        "role": KLIPPER_HELM_ROLE,
+        "name": KLIPPER_HELM_NAME,
+        "tag": "",  # "lab" (with_tag)
+        "base": "debian",
+        "packages": ["bash", "jq", "coreutils", "gzip", "ca-certificates"],
+        "inputs": {},
+        "pip": False,
+        "files": [
+            {"target": "/usr/bin/helm", "mode": 0o755, "sha256": helm_digest},
+            {"target": "/usr/bin/entry", "mode": 0o755, "sha256": entry_digest},
+        ],
+        "local": {"/usr/bin/helm": helm, "/usr/bin/entry": entry},
+        "script": script,
+        "entrypoint": ["entry"],
+        "cmd": [],
+        "env": {"PATH": SYSTEM_PATH, "HOME": home},
+        "expose": [],
+        "user": KLIPPER_HELM_USER,
+        "labels": labels(
+            f"aiinfra-lab {KLIPPER_HELM_NAME}",
+            f"STAND-IN for rancher/klipper-helm, NOT klipper-helm: the lab's entry script with helm {helm_version} "
+            "(lab builds); no Helm v2, no helm-mapkubeapis",
+            "",
+            True,
+        )
+        | {f"{LABEL}.stands-in-for": "rancher/klipper-helm"},
     }
 
 
@@ -384,9 +467,19 @@ def inventory_lines(refs: dict[str, str]) -> list[str]:
         out.append(f"# CoreDNS image, node side: {refs['coredns']}")
     if "traefik" in refs:
         out.append(f"# Traefik image (the lab's Traefik manifests, lab/k3sbundle.py): {refs['traefik']}")
-    if CERT_MANAGER_ROLE in refs:
-        out.append(f"# cert-manager controller image (the lab's cert-manager manifests): {refs[CERT_MANAGER_ROLE]}")
+    for role in CERT_MANAGER_ROLES:
+        if role in refs:
+            out.append(f"# {role} image (the cert-manager chart's values, lab/k3sbundle.py): {refs[role]}")
+    if KLIPPER_HELM_ROLE in refs:
+        out.append(f"# helm-controller's Job image (its --default-job-image, node side): {refs[KLIPPER_HELM_ROLE]}")
     return out
+
+
+def images(refs: dict[str, str]) -> dict[str, str]:
+    """What the bundle needs from a build's refs (images.json): role -> reference of the images helm-controller
+    and the cert-manager chart run. Roles: klipper-helm, cert-manager-controller, cert-manager-webhook,
+    cert-manager-cainjector (each only when built)."""
+    return {role: refs[role] for role in (KLIPPER_HELM_ROLE, *CERT_MANAGER_ROLES) if role in refs}
 
 
 # ---------------------------------------------------------------- inputs
@@ -405,8 +498,9 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def specs_for(bin_dir: Path) -> tuple[list[dict], list[str]]:
-    """Every image's spec (tag, ref and recipe label set), and the binaries DIR lacks (their images are left out)."""
+def specs_for(bin_dir: Path, helm: Path | None = None) -> tuple[list[dict], list[str]]:
+    """Every image's spec (tag, ref and recipe label set), and the binaries DIR lacks (their images are left out).
+    helm: the klipper-helm stand-in's helm binary (default: lab/helmbuild.py's cached build)."""
     versions, missing, specs = read_versions(bin_dir), [], []
     for role in SCRATCH_ROLES:
         binary = bin_dir / role
@@ -420,6 +514,19 @@ def specs_for(bin_dir: Path) -> tuple[list[dict], list[str]]:
     vllm_image = yaml_scalar(VLLM_DEFAULTS.read_text(), "vllm_image")
     specs.append(standin_spec(str(STANDIN), sha256_file(STANDIN), vllm_image))
     specs.append(redis_spec())
+    helm = helm or helmbuild.helm_path()
+    if helm.is_file():
+        specs.append(
+            klipper_helm_spec(
+                str(KLIPPER_HELM_ENTRY),
+                sha256_file(KLIPPER_HELM_ENTRY),
+                str(helm),
+                sha256_file(helm),
+                helmbuild.HELM_VERSION,
+            )
+        )
+    else:
+        missing.append(f"{KLIPPER_HELM_ROLE} (no helm: run lab/helmbuild.py build)")
     return [with_tag(s) for s in specs], missing
 
 
@@ -654,6 +761,10 @@ def build(bin_dir: Path) -> Path:
     """Build (or reuse) every image and the archive; its path (images.json beside it). Images whose binary DIR
     lacks are left out (and named). Logs go to stderr."""
     os.environ.setdefault("CONTAINERS_CONF", str(ROOT / "lab" / "containers.conf"))
+    try:
+        helmbuild.build()  # the klipper-helm stand-in's helm (cached after the first build)
+    except helmbuild.BuildError as exc:
+        raise ImageError(f"helm for the klipper-helm stand-in: {exc}") from None
     specs, missing = specs_for(Path(bin_dir))
     out = CACHE / recipe_key(specs)
     archive = out / ARCHIVE

@@ -13,13 +13,17 @@
 // revision manager, metrics), the CertificateRequest approver and its CA and SelfSigned issuers, the Issuer and
 // ClusterIssuer controllers with the CA and SelfSigned issuer types. Left out: ACME (orders, challenges, the DNS-01
 // providers' cloud SDKs), Vault, Venafi, the CertificateSigningRequest signers, the ingress and Gateway shims,
-// the metrics and health servers, the configuration file. The lab runs no webhook and no cainjector either.
+// the metrics server, the configuration file. The chart's ACME flags (--acme-http01-solver-image,
+// --max-concurrent-challenges) are accepted and unused, so its Deployment starts as rendered; /livez on
+// --healthz-listen-address (default :9403) answers the chart's livenessProbe. cert-manager's webhook and cainjector
+// run from the lab's mains beside this one (lab/certmanager/webhook, lab/certmanager/cainjector).
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"sort"
@@ -31,6 +35,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
 
 	controllerpkg "github.com/cert-manager/cert-manager/pkg/controller"
 	"github.com/cert-manager/cert-manager/pkg/controller/clusterissuers"
@@ -88,6 +93,12 @@ func run() error {
 	leRenew := fs.Duration("leader-election-renew-deadline", 40*time.Second, "leader election renew deadline")
 	leRetry := fs.Duration("leader-election-retry-period", 15*time.Second, "leader election retry period")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	// Flags the chart (deploy/charts/cert-manager) passes by default that this build has no use for: accepted so
+	// that the chart's Deployment starts as rendered, and said in the log.
+	acmeSolverImage := fs.String("acme-http01-solver-image", "", "accepted, unused: this build has no ACME")
+	maxChallenges := fs.Int("max-concurrent-challenges", 60, "accepted, unused: this build has no ACME")
+	healthz := fs.String("healthz-listen-address", ":9403", "address of the /livez endpoint the chart's livenessProbe calls")
+	klog.InitFlags(fs) // --v and klog's other flags, as upstream's logging flags
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
 	}
@@ -96,6 +107,12 @@ func run() error {
 		return nil
 	}
 	opts.KubernetesAPIQPS = float32(*kubeQPS)
+	if *healthz != "" && *healthz != "0" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+		srv := &http.Server{Addr: *healthz, Handler: mux, ReadHeaderTimeout: 30 * time.Second}
+		go func() { _ = srv.ListenAndServe() }()
+	}
 	opts.CertificateRequestMinimumBackoffDuration = time.Hour // upstream's defaults
 	opts.CertificateRequestMaximumBackoffDuration = 32 * time.Hour
 
@@ -104,6 +121,7 @@ func run() error {
 	rootCtx = logf.NewContext(rootCtx, logf.Log, "controller")
 	log := logf.FromContext(rootCtx)
 	log.Info("starting cert-manager controller (aiinfra.k3s lab main)", "version", Version,
+		"ignored-acme-http01-solver-image", *acmeSolverImage, "ignored-max-concurrent-challenges", *maxChallenges,
 		"cluster-resource-namespace", opts.ClusterResourceNamespace)
 
 	factory, err := controllerpkg.NewContextFactory(rootCtx, opts)

@@ -12,6 +12,9 @@ SOURCES = "0123456789abcdef" * 4
 NODE_BINARIES = {
     "traefik",
     "cert-manager-controller",
+    "cert-manager-webhook",
+    "cert-manager-cainjector",
+    "helm-controller",
     "kubelet",
     "kube-proxy",
     "kubectl",
@@ -30,7 +33,10 @@ NODE_BINARIES = {
     "coredns",
     "pause",
     "aiinfra-lab-device-plugin",
+    "aiinfra-lab-supervisor",
 }
+# What a versions.json note may say of a build at the release K3s carries: only how the build or the process differs.
+CARRIED_NOTES = ("built without", "K3s runs it in-process; here a separate process")
 
 
 def comps(k3s=K3S, etcd="v3.6.7", sources=SOURCES):
@@ -53,7 +59,7 @@ def test_versions_json_has_one_entry_of_the_same_shape_per_binary():
         if entry["k3s_carries"] != entry["version"]:
             assert entry["note"].startswith("nearest served") or entry["k3s_carries"] is None, name
         else:  # the release K3s carries: a note only says what the build leaves out
-            assert entry["note"] is None or entry["note"].startswith("built without"), name
+            assert entry["note"] is None or entry["note"].startswith(CARRIED_NOTES), name
 
 
 def test_versions_json_names_the_k3s_forks_and_the_upstream_releases_built():
@@ -69,7 +75,8 @@ def test_versions_json_names_the_k3s_forks_and_the_upstream_releases_built():
     assert (versions["containerd"]["version"], versions["containerd"]["k3s_carries"]) == ("v2.3.4", "v2.3.4-k3s1.36")
     assert versions["coredns"]["note"] is None  # the release K3s deploys is served as is
     assert versions["flanneld"]["k3s_carries"] is None and "udp backend" in versions["flanneld"]["note"]
-    assert versions["pause"]["version"] == versions["aiinfra-lab-device-plugin"]["version"] == "local-0123456789ab"
+    local = {versions[n]["version"] for n in ("pause", "aiinfra-lab-device-plugin", "aiinfra-lab-supervisor")}
+    assert local == {"local-0123456789ab"}
     assert versions["etcd"]["version"] == "v3.6.7"
 
 
@@ -119,7 +126,16 @@ def test_sources_digest_follows_names_and_contents_not_order():
 
 def test_the_lab_sources_are_read_for_the_digest():
     files = nodebuild.read_sources()
-    for rel in ("pause/main.go", "pause/go.mod", "deviceplugin/main.go", "deviceplugin/go.mod", "deviceplugin/go.sum"):
+    for rel in (
+        "pause/main.go",
+        "pause/go.mod",
+        "deviceplugin/main.go",
+        "deviceplugin/go.mod",
+        "deviceplugin/go.sum",
+        "supervisor/main.go",
+        "supervisor/main_test.go",
+        "supervisor/go.mod",
+    ):
         assert rel in files
 
 
@@ -147,7 +163,7 @@ def test_bad_versions_give_one_clear_error_and_no_stack(root):
 
 
 @pytest.mark.skipif(shutil.which("go") is None, reason="the go command is not installed")
-@pytest.mark.parametrize("program", ["pause", "deviceplugin"])
+@pytest.mark.parametrize("program", ["pause", "deviceplugin", "supervisor"])
 def test_the_lab_go_programs_pass_vet_and_their_tests(root, program):
     env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=readonly", GOWORK="off", GOTOOLCHAIN="local")
     for args in (["go", "vet", "./..."], ["go", "test", "./..."]):
@@ -243,20 +259,64 @@ def test_the_cert_manager_built_is_the_release_the_collection_pins():
         nodebuild.cert_manager_version("cert_manager_enabled: true\n")
 
 
+CERT_MANAGER_MAINS = [
+    # binary, package in the module copy, lab directory, what the main's header says
+    ("cert-manager-controller", "./cmd/aiinfra-lab/controller", "controller", "cert-manager's controller (NOT"),
+    ("cert-manager-webhook", "./cmd/aiinfra-lab/webhook", "webhook", "cert-manager's webhook (NOT"),
+    ("cert-manager-cainjector", "./cmd/aiinfra-lab/cainjector", "cainjector", "cert-manager's cainjector (NOT"),
+]
+
+
+@pytest.mark.parametrize(("binary", "package", "directory", "header"), CERT_MANAGER_MAINS)
+def test_each_cert_manager_binary_is_a_labs_main_in_a_copy_of_the_module(binary, package, directory, header):
+    cm = next(c for c in comps() if c.name == "cert-manager")
+    assert cm.in_module and cm.nested == ("cmd/aiinfra-lab", nodebuild.ROOT / "lab" / "certmanager")
+    assert cm.binaries[binary] == package
+    source = cm.nested[1] / directory
+    main = (source / "main.go").read_text()
+    assert main.startswith(f"// The aiinfra.k3s lab's main package for {header}"), main[:120]
+    assert "package main" in main
+    assert not (source / "go.mod").exists()  # a package of the main module: its go.mod and go.sum apply
+
+
+def test_cert_manager_builds_exactly_its_three_mains():
+    cm = next(c for c in comps() if c.name == "cert-manager")
+    assert cm.binaries == {binary: package for binary, package, _d, _h in CERT_MANAGER_MAINS}
+    assert {p.name for p in cm.nested[1].iterdir()} == {d for _b, _p, d, _h in CERT_MANAGER_MAINS}
+
+
+def test_the_cert_manager_controller_main_takes_the_charts_flags_and_serves_livez():
+    main = (nodebuild.ROOT / "lab" / "certmanager" / "controller" / "main.go").read_text()
+    for flag in ("acme-http01-solver-image", "max-concurrent-challenges", "healthz-listen-address"):
+        assert f'"{flag}"' in main, flag
+    assert "klog.InitFlags(fs)" in main  # --v
+    assert '"/livez"' in main and '":9403"' in main
+
+
+def test_a_changed_cert_manager_main_changes_the_key(tmp_path):
+    cm = next(c for c in comps() if c.name == "cert-manager")
+    copy = tmp_path / "certmanager"
+    shutil.copytree(cm.nested[1], copy)
+    keys = {nodebuild.part_key(cm, "go1.26.8")}
+    for directory in ("controller", "webhook", "cainjector"):
+        main = copy / directory / "main.go"
+        main.write_text(main.read_text() + "\n// edited\n")
+        edited = nodebuild.Component(**{**cm.__dict__, "nested": (cm.nested[0], copy)})
+        keys.add(nodebuild.part_key(edited, "go1.26.8"))
+    assert len(keys) == 4
+
+
 def test_the_cert_manager_controller_is_the_labs_main_in_a_copy_of_the_module_and_says_so():
     cm = next(c for c in comps() if c.name == "cert-manager")
-    assert cm.in_module and cm.nested[0] == "cmd/aiinfra-lab-controller"
-    assert cm.binaries == {"cert-manager-controller": "./cmd/aiinfra-lab-controller"}
-    main = (cm.nested[1] / "main.go").read_text()
-    assert main.startswith("// The aiinfra.k3s lab's main package for cert-manager's controller (NOT")
-    assert not (cm.nested[1] / "go.mod").exists()  # a package of the main module: its go.mod and go.sum apply
+    main = (cm.nested[1] / "controller" / "main.go").read_text()
     # The controllers the lab's issuers need, and none whose modules or roles the lab leaves out.
     for pkg in ("certificates/issuing", "certificaterequests/ca", "certificaterequests/selfsigned", "issuers"):
         assert f'"github.com/cert-manager/cert-manager/pkg/controller/{pkg}"' in main, pkg
     for left_out in ("acmeorders", "acmechallenges", "/vault", "/venafi", "certificate-shim", "cainjector", "webhook"):
         assert f"pkg/controller/{left_out.strip('/')}" not in main, left_out
     assert "lab's own main package" in cm.note.replace("LAB'S OWN", "lab's own")
-    assert "no webhook, no cainjector" in cm.note
+    for said in ("not ACME", "webhook", "cainjector", "lab/certmanager/{controller,webhook,cainjector}"):
+        assert said in cm.note, said
     changed = comps()
     key = nodebuild.recipe_key("v1.36.4", nodebuild.recipe(changed, "go1.26.8", "k"))
     assert key != nodebuild.recipe_key(
@@ -270,3 +330,39 @@ def test_the_labs_cert_manager_main_is_gofmt_clean(root):
         ["gofmt", "-l", str(root / "lab" / "certmanager")], capture_output=True, text=True, timeout=60, check=False
     )
     assert proc.returncode == 0 and proc.stdout == "", proc.stdout + proc.stderr
+
+
+def test_helm_controller_is_the_release_the_k3s_release_embeds_in_a_separate_process():
+    hc = next(c for c in comps() if c.name == "helm-controller")
+    assert (hc.module, hc.version, hc.k3s_carries) == ("github.com/k3s-io/helm-controller", "v0.17.7", "v0.17.7")
+    assert hc.binaries == {"helm-controller": "."}
+    assert hc.in_module and not hc.edits and not hc.nested and not hc.local
+    assert hc.xflags == {"github.com/k3s-io/helm-controller/pkg/version.Version": "v0.17.7"}
+    assert hc.note.startswith("K3s runs it in-process; here a separate process")
+    older = next(c for c in comps(k3s="v1.33.5+k3s1") if c.name == "helm-controller")
+    assert older.version == "v0.16.13"  # lab/crds.py's K3S_EMBEDDED decides
+    with pytest.raises(nodebuild.BuildError, match=r"no helm-controller version known for K3s v1\.30\.0"):
+        nodebuild.helm_controller_version("v1.30.0+k3s1")
+
+
+def test_the_supervisor_is_a_local_standin_program():
+    sup = next(c for c in comps() if c.name == "supervisor")
+    assert (sup.local, sup.binaries, sup.k3s_carries) == ("supervisor", {"aiinfra-lab-supervisor": "."}, None)
+    assert sup.note.startswith("STAND-IN for K3s's supervisor")
+    assert "supervisor" in nodebuild.LOCAL_PROGRAMS
+    main = (nodebuild.NODE_SOURCES / "supervisor" / "main.go").read_text()
+    assert "STAND-IN for K3s's supervisor" in main.replace("\n// ", " ")
+    assert "module aiinfra.k3s/lab/supervisor" in (nodebuild.NODE_SOURCES / "supervisor" / "go.mod").read_text()
+
+
+def test_a_changed_supervisor_changes_the_local_programs_version():
+    files = nodebuild.read_sources()
+    edited = {**files, "supervisor/main.go": files["supervisor/main.go"] + b"\n"}
+    assert nodebuild.sources_digest(files) != nodebuild.sources_digest(edited)
+
+
+def test_the_traefik_part_key_does_not_follow_the_other_components():
+    # adding components (helm-controller, the supervisor) must not rebuild Traefik's cached part
+    traefik = next(c for c in comps() if c.name == "traefik")
+    other = next(c for c in comps(sources="f" * 64) if c.name == "traefik")
+    assert nodebuild.part_key(traefik, "go1.26.8") == nodebuild.part_key(other, "go1.26.8")

@@ -174,13 +174,15 @@ def test_inventory_lines_map_the_collections_variables(tmp_path):
 def test_specs_for_leaves_out_missing_binaries_and_reads_versions(tmp_path):
     (tmp_path / "pause").write_bytes(b"p")
     (tmp_path / "versions.json").write_text(json.dumps({"coredns": {"version": "v1.14.6"}}))
-    specs, missing = nodeimages.specs_for(tmp_path)
-    assert missing == ["coredns", "traefik", "cert-manager-controller"]
+    no_helm = tmp_path / "no-helm"
+    specs, missing = nodeimages.specs_for(tmp_path, no_helm)
+    cert_manager = ["cert-manager-controller", "cert-manager-webhook", "cert-manager-cainjector"]
+    assert missing == ["coredns", "traefik", *cert_manager, "klipper-helm (no helm: run lab/helmbuild.py build)"]
     assert [s["role"] for s in specs] == ["pause", "litellm", "model_server", "redis"]
     (tmp_path / "coredns").write_bytes(b"c")
-    specs, missing = nodeimages.specs_for(tmp_path)
+    specs, missing = nodeimages.specs_for(tmp_path, no_helm)
     assert (
-        missing == ["traefik", "cert-manager-controller"]
+        missing[:-1] == ["traefik", *cert_manager]
         and nodeimages.refs_of(specs)["coredns"] == "localhost/aiinfra-lab/coredns:v1.14.6"
     )
 
@@ -199,7 +201,7 @@ def test_the_lab_inventory_names_the_images_this_recipe_builds(tmp_path):
     text = (nodeimages.ROOT / "inventories" / "lab" / "group_vars" / "all.yml").read_text()
     wanted = {
         line.split(": ", 1)[0]: line.split(": ", 1)[1]
-        for line in nodeimages.inventory_lines(nodeimages.refs_of(nodeimages.specs_for(tmp_path)[0]))
+        for line in nodeimages.inventory_lines(nodeimages.refs_of(nodeimages.specs_for(tmp_path, tmp_path / "h")[0]))
         if not line.startswith("#")
     }
     assert sorted(wanted) == ["litellm_image", "litellm_redis_image", "vllm_image"]
@@ -207,12 +209,14 @@ def test_the_lab_inventory_names_the_images_this_recipe_builds(tmp_path):
         assert nodeimages.yaml_scalar(text, variable) == ref, variable
 
 
-def test_the_cert_manager_image_is_controller_only_and_runs_as_a_non_root_id(tmp_path):
+def test_the_cert_manager_controller_image_runs_as_a_non_root_id(tmp_path):
     (tmp_path / "cert-manager-controller").write_bytes(b"c")
-    note = "no webhook, no cainjector"
+    note = "not ACME, Vault"
     versions = {"cert-manager-controller": {"version": "v1.21.2", "note": note}}
     (tmp_path / "versions.json").write_text(json.dumps(versions))
-    spec = next(s for s in nodeimages.specs_for(tmp_path)[0] if s["role"] == nodeimages.CERT_MANAGER_ROLE)
+    spec = next(
+        s for s in nodeimages.specs_for(tmp_path, tmp_path / "h")[0] if s["role"] == nodeimages.CERT_MANAGER_ROLE
+    )
     assert nodeimages.refs_of([spec])[nodeimages.CERT_MANAGER_ROLE] == (
         "localhost/aiinfra-lab/cert-manager-controller-only-ca-selfsigned-labmain:v1.21.2"
     )
@@ -223,3 +227,92 @@ def test_the_cert_manager_image_is_controller_only_and_runs_as_a_non_root_id(tmp
     (tmp_path / "traefik").write_bytes(b"t")
     traefik = next(s for s in nodeimages.specs_for(tmp_path)[0] if s["role"] == "traefik")
     assert "user" not in traefik and not any(c.startswith("USER") for c in nodeimages.changes(traefik))
+
+
+# The cert-manager images: role, image name, tagged with the cert-manager version (the chart's appVersion).
+CERT_MANAGER_IMAGES = [
+    ("cert-manager-controller", "cert-manager-controller-only-ca-selfsigned-labmain"),
+    ("cert-manager-webhook", "cert-manager-webhook-labmain"),
+    ("cert-manager-cainjector", "cert-manager-cainjector-labmain"),
+]
+
+
+@pytest.mark.parametrize(("role", "name"), CERT_MANAGER_IMAGES)
+def test_each_cert_manager_image_is_a_scratch_labmain_image_as_a_non_root_id(tmp_path, role, name):
+    (tmp_path / role).write_bytes(role.encode())
+    note = "cert-manager's own code started by the LAB'S OWN main packages"
+    (tmp_path / "versions.json").write_text(json.dumps({role: {"version": "v1.21.2", "note": note}}))
+    spec = next(s for s in nodeimages.specs_for(tmp_path, tmp_path / "h")[0] if s["role"] == role)
+    ref = f"localhost/aiinfra-lab/{name}:v1.21.2"
+    assert spec["ref"] == ref and nodeimages.refs_of([spec]) == {role: ref}
+    assert spec["base"] == "scratch" and spec["entrypoint"] == [f"/{role}"] and spec["cmd"] == []
+    assert "USER 65532:65532" in nodeimages.changes(spec)
+    assert note in spec["labels"]["org.opencontainers.image.description"]
+    assert spec["labels"]["io.aiinfra.image.standin"] == "false"
+    assert nodeimages.images({role: ref, "redis": "r"}) == {role: ref}
+    assert f"{nodeimages.CERT_MANAGER_REPOSITORIES[nodeimages.CERT_MANAGER_VALUES[role]]}:v1.21.2" == ref
+
+
+def test_the_cert_manager_repositories_are_the_charts_image_values():
+    assert nodeimages.CERT_MANAGER_REPOSITORIES == {
+        "image": "localhost/aiinfra-lab/cert-manager-controller-only-ca-selfsigned-labmain",
+        "webhook.image": "localhost/aiinfra-lab/cert-manager-webhook-labmain",
+        "cainjector.image": "localhost/aiinfra-lab/cert-manager-cainjector-labmain",
+    }
+
+
+def klipper_spec(entry="#!/bin/bash\n", helm=b"helm"):
+    sha = nodeimages.hashlib.sha256
+    return nodeimages.with_tag(
+        nodeimages.klipper_helm_spec(
+            "/x/entry", sha(entry.encode()).hexdigest(), "/y/helm", sha(helm).hexdigest(), "v4.3.2"
+        )
+    )
+
+
+def test_the_klipper_helm_standin_runs_as_helm_controllers_jobs_need():
+    spec = klipper_spec()
+    assert spec["ref"] == nodeimages.KLIPPER_HELM_IMAGE == "localhost/aiinfra-lab/klipper-helm-standin:lab"
+    assert spec["base"] == "debian" and spec["entrypoint"] == ["entry"] and spec["cmd"] == []  # Jobs give args only
+    assert set(spec["packages"]) >= {"bash", "jq", "coreutils", "gzip", "ca-certificates"}
+    assert {f["target"]: f["mode"] for f in spec["files"]} == {"/usr/bin/helm": 0o755, "/usr/bin/entry": 0o755}
+    assert spec["local"] == {"/usr/bin/helm": "/y/helm", "/usr/bin/entry": "/x/entry"}
+    # runAsNonRoot needs a numeric user; the Jobs mount emptyDirs under HOME and a read-only root file system.
+    changes = nodeimages.changes(spec)
+    assert "USER 1000:1000" in changes and "ENV HOME=/home/klipper-helm" in changes
+    assert "chown -R 1000:1000 /home/klipper-helm" in spec["script"]
+    for sub in (".helm", ".cache", ".config"):
+        assert f"/home/klipper-helm/{sub}" in spec["script"]
+
+
+def test_the_klipper_helm_standin_says_it_is_one():
+    labels = klipper_spec()["labels"]
+    assert labels["io.aiinfra.image.standin"] == "true"
+    assert labels["io.aiinfra.image.stands-in-for"] == "rancher/klipper-helm"
+    assert labels["org.opencontainers.image.description"].startswith("STAND-IN for rancher/klipper-helm, NOT")
+    assert "standin" in klipper_spec()["name"]
+
+
+def test_the_klipper_helm_standin_digest_follows_the_entry_and_helm():
+    base = klipper_spec()["digest"]
+    assert base == klipper_spec()["digest"]
+    assert base != klipper_spec(entry="#!/bin/bash\n# edited\n")["digest"]
+    assert base != klipper_spec(helm=b"other helm")["digest"]
+
+
+def test_specs_for_adds_the_klipper_helm_standin_when_helm_is_built(tmp_path):
+    helm = tmp_path / "helm"
+    helm.write_bytes(b"helm")
+    specs, missing = nodeimages.specs_for(tmp_path, helm)
+    (spec,) = [s for s in specs if s["role"] == nodeimages.KLIPPER_HELM_ROLE]
+    assert spec["local"]["/usr/bin/entry"] == str(nodeimages.KLIPPER_HELM_ENTRY)
+    assert not any(m.startswith("klipper-helm") for m in missing)
+    assert nodeimages.images(nodeimages.refs_of(specs)) == {"klipper-helm": nodeimages.KLIPPER_HELM_IMAGE}
+    assert any(nodeimages.KLIPPER_HELM_IMAGE in line for line in nodeimages.inventory_lines(nodeimages.refs_of(specs)))
+
+
+def test_the_entry_script_is_executable_bash():
+    entry = nodeimages.KLIPPER_HELM_ENTRY
+    assert entry.stat().st_mode & 0o111 == 0o111
+    assert entry.read_text().startswith("#!/bin/bash\n")
+    assert "STAND-IN" in entry.read_text().splitlines()[1]

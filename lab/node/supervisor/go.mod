@@ -1,0 +1,3 @@
+module aiinfra.k3s/lab/supervisor
+
+go 1.26
