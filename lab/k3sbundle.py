@@ -377,6 +377,8 @@ def traefik_manifest(image: str, node_ports: dict[str, int] | None = None) -> st
 # pulled, and the startupapicheck Job is off (its image is not built: upstream's cmd/startupapicheck module is not
 # served). Its CRDs come with the chart (crds.enabled), not with the bundle.
 CERT_MANAGER_CHART = "cert-manager"
+CERT_MANAGER_DIGEST = "cert-manager-chart.sha256"  # the archive's digest, which the lab site pins (inventories/lab)
+CHARTS = CACHE.parent / "charts"  # packaged chart archives (outside CACHE: prune() keeps only bundles there)
 
 
 def cert_manager_chart_config(tag: str) -> str:
@@ -437,7 +439,7 @@ def build() -> Path:
     archive = nodeimages.build(bin_dir)
     refs = json.loads((archive.parent / "images.json").read_text())
     crd_files = bundled_crds(crds.cached())
-    chart = charts.package_chart(CERT_MANAGER_CHART, CACHE / "charts", CACHE / "charts-work")
+    chart = charts.package_chart(CERT_MANAGER_CHART, CHARTS / "archives", CHARTS / "work")
     out = CACHE / inputs_key(bin_dir, archive, crd_files, [chart])
     if (out / f"sha256sum-{ARCH}.txt").exists():
         log(f"cached: {out}")
@@ -485,8 +487,8 @@ def build() -> Path:
     (partial / f"sha256sum-{ARCH}.txt").write_text(
         "".join(f"{nodeimages.sha256_file(p)}  {p.name}\n" for p in (k3s, images))
     )
-    for path in (chart, chart.with_name(chart.name + ".sha256")):  # K3s's static charts (the collection's airgap dir)
-        shutil.copy2(path, partial / path.name)
+    shutil.copy2(chart, partial / chart.name)  # for K3s's static charts (the collection's airgap directory)
+    shutil.copy2(chart.with_name(chart.name + ".sha256"), partial / CERT_MANAGER_DIGEST)
     payload.unlink()
     shutil.rmtree(stage)
     shutil.rmtree(out, ignore_errors=True)
