@@ -655,9 +655,65 @@ def site_root_ca() -> str:
     return base64.b64decode(data.get("ca.crt") or data["tls.crt"]).decode()
 
 
+def test_helm_controller_installs_the_collections_cert_manager_chart_with_its_webhook_and_cainjector():
+    """Issue 26 item 1 on the lab: K3s's helm-controller (the release K3s embeds) ran the collection's cert-manager
+    HelmChart in a Job of the klipper-helm stand-in, which fetched the chart archive from K3s's static charts through
+    the `kubernetes` Service (the supervisor stand-in) and installed it with the lab's HelmChartConfig: the chart's
+    three Deployments run the lab's images, the cainjector put the CA into the webhook's configuration, and the API
+    server calls the webhook, which refuses what cert-manager's validation refuses (a 1024-bit RSA key)."""
+    cm_ns = cert_manager_var("cert_manager_namespace")
+    chart = get("helmchart", "-n", "kube-system", "cert-manager")
+    assert chart["spec"]["chart"] == "https://%%{KUBERNETES_API}%%/static/charts/cert-manager-%s.tgz" % (
+        cert_manager_var("cert_manager_chart_version")
+    )
+    job = wait_for(
+        "helm-controller's install Job done",
+        lambda: next(
+            (
+                j
+                for j in get("jobs", "-n", "kube-system", "-l", "helmcharts.helm.cattle.io/chart=cert-manager")["items"]
+                if j["status"].get("succeeded")
+            ),
+            None,
+        ),
+        timeout=300,
+    )
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert container["image"].startswith("localhost/aiinfra-lab/klipper-helm-standin:")
+    assert chart["status"].get("jobName") == job["metadata"]["name"]
+    deployments = {d["metadata"]["name"]: d for d in get("deployments", "-n", cm_ns)["items"]}
+    assert set(deployments) == {"cert-manager", "cert-manager-webhook", "cert-manager-cainjector"}
+    for name, deploy in deployments.items():
+        assert deploy["metadata"]["labels"]["helm.sh/chart"] == "cert-manager-%s" % (
+            cert_manager_var("cert_manager_chart_version")
+        ), name
+        (image,) = [c["image"] for c in deploy["spec"]["template"]["spec"]["containers"]]
+        assert image.startswith("localhost/aiinfra-lab/cert-manager-") and "labmain" in image, image
+        assert deploy["status"].get("readyReplicas") == deploy["spec"]["replicas"], name
+    hook = get("validatingwebhookconfiguration", "cert-manager-webhook")
+    assert all(w["clientConfig"].get("caBundle") for w in hook["webhooks"])  # the cainjector's doing
+    weak = {
+        "apiVersion": "cert-manager.io/v1",
+        "kind": "Certificate",
+        "metadata": {"name": "weak-key", "namespace": NAMESPACE},
+        "spec": {
+            "secretName": "weak-key",
+            "dnsNames": ["weak.lab.aiinfra.test"],
+            "issuerRef": {"name": cert_manager_var("cert_manager_issuer_name"), "kind": "ClusterIssuer"},
+            "privateKey": {"algorithm": "RSA", "size": 1024},
+        },
+    }
+    proc = kubectl("apply", "--dry-run=server", "-f", "-", stdin=json.dumps(weak), check=False)
+    assert proc.returncode != 0 and "webhook.cert-manager.io" in proc.stderr and "1024" in proc.stderr, proc.stderr
+    weak["spec"]["privateKey"]["size"] = 2048
+    proc = kubectl("apply", "--dry-run=server", "-f", "-", stdin=json.dumps(weak), check=False)
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_cert_manager_issues_the_gateways_certificate_and_traefik_serves_it_to_a_verifying_client():
-    """Issue 26 items 1 (cert-manager) and 3 on the lab: the real cert-manager controllers (lab/nodebuild.py, the
-    lab's own manifests) issue the collection's Certificate for traefik_host from the collection's CA ClusterIssuer;
+    """Issue 26 items 1 (cert-manager) and 3 on the lab: the real cert-manager (the collection's chart, installed by
+    helm-controller, the lab's builds of its components) issues the collection's Certificate for traefik_host from
+    the collection's CA ClusterIssuer;
     Traefik serves it on a GPU node's NodePort; a client that trusts only the site's root CA verifies the chain with
     hostname checking on, and a request through that connection reaches the gateway and a model server."""
     import socket
