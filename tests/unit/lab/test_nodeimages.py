@@ -314,5 +314,5 @@ def test_specs_for_adds_the_klipper_helm_standin_when_helm_is_built(tmp_path):
 def test_the_entry_script_is_executable_bash():
     entry = nodeimages.KLIPPER_HELM_ENTRY
     assert entry.stat().st_mode & 0o111 == 0o111
-    assert entry.read_text().startswith("#!/bin/bash\n")
+    assert entry.read_text().startswith("#!/usr/bin/env bash\n")
     assert "STAND-IN" in entry.read_text().splitlines()[1]
