@@ -133,10 +133,11 @@ $(CRD_DEPS): tests/crd/package.json tests/crd/package-lock.json
 	npm ci --prefix tests/crd --no-audit --no-fund --loglevel=error
 	@touch "$@"
 
-test-tools: ## Install the test tools that come from Debian (npm for CRD schemas, promtool for rules, Redis for the gateway) if missing
+test-tools: ## Install the test tools that come from Debian (npm for CRD schemas, promtool for rules, Redis for the gateway, jq for the klipper-helm stand-in's tests) if missing
 	@missing=""; command -v npm >/dev/null || missing="$$missing nodejs npm"; \
 	command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
+	command -v jq >/dev/null || missing="$$missing jq"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "[test-tools] installing with apt-get:$$missing"; \
