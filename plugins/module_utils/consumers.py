@@ -18,7 +18,7 @@ import json
 import re
 import secrets as _random
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import problem
+from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import problem, truthy
 
 CODE = "CONSUMER"
 SITE = "all"
@@ -68,10 +68,6 @@ def _positive(value, number=int):
     if number is int and str(value).strip() != str(out):
         return None
     return out if out > 0 else None
-
-
-def _truthy(value):
-    return value is True or str(value).lower() in ("true", "yes", "on", "1")
 
 
 def consumer_plan(entries, model_names, defaults, hashes=None, keys=None, gateway_on=True, master_key=""):
@@ -127,7 +123,7 @@ def consumer_plan(entries, model_names, defaults, hashes=None, keys=None, gatewa
                 "%s has unknown key(s) %s" % (where, ", ".join(unknown)),
                 "use only " + ", ".join(FIELDS),
             )
-        if _truthy(entry.get("revoked", False)):
+        if truthy(entry.get("revoked", False)):
             revoked.append(name)
             continue
         team = entry.get("team", name)

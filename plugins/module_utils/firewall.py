@@ -142,10 +142,6 @@ FLANNEL_BACKENDS = {
 INTERFACE_NAME = re.compile(r"^[A-Za-z0-9_.:+-]{1,15}\*?$")
 
 
-def _truthy(value):
-    return value is True or str(value).lower() in ("true", "yes", "on", "1")
-
-
 def _networks(text):
     """The networks of a K3s CIDR setting (dual stack: comma separated), None when one does not parse."""
     out = []
@@ -176,10 +172,10 @@ def firewall_plan(values):
     range, which a host on the node network could forge. The pod and service ranges come from the inventory's
     K3s settings; they are in the plan for the report and for firewalls that can only match addresses.
     """
-    from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import problem
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import problem, truthy
 
     problems = []
-    enabled = _truthy(values.get("prereq_firewall_enabled", True))
+    enabled = truthy(values.get("prereq_firewall_enabled", True))
     admin = []
     for network in values.get("prereq_firewall_admin_networks") or []:
         why = admin_network_problem(network)

@@ -528,10 +528,3 @@ def master_key_problems(key):
     if any(word in lowered for word in WEAK_WORDS):
         problems.append("litellm_master_key contains a well-known placeholder word: " + fix)
     return problems
-
-
-def allowed_on_gpu_nodes(params):
-    """The verifier's allowed_pods rule for the gateway when it is placed on GPU nodes, else []."""
-    if params["placement"] == "cpu":
-        return []
-    return [{"namespace": params["namespace"], "labels": {"app.kubernetes.io/name": params["deployment_name"]}}]

@@ -32,6 +32,11 @@ TYPE_NAMES = {
 }
 
 
+def truthy(value):
+    """An inventory boolean as Ansible passes it: True, or a string such as 'true', 'yes', 'on', '1'."""
+    return value is True or str(value).lower() in ("true", "yes", "on", "1")
+
+
 def problem(code, host, variable, what, fix, severity="error"):
     return {"code": code, "severity": severity, "host": host, "variable": variable, "problem": what, "fix": fix}
 

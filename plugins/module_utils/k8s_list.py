@@ -36,20 +36,6 @@ def list_all(fetch_page, limit=500):
     return items, stats.get("pages", 0)
 
 
-def load_list_file(path):
-    """Items of a `kubectl get ... -o json` file (a List, or a single object)."""
-    try:
-        with open(path) as handle:
-            data = json.load(handle)
-    except (OSError, ValueError) as exc:
-        raise ListError("cannot read %s: %s" % (path, exc)) from exc
-    if isinstance(data, dict) and "items" in data:
-        return data["items"] or []
-    if isinstance(data, dict) and data.get("kind"):
-        return [data]
-    raise ListError("%s is not the JSON of `kubectl get -o json` (no items)" % path)
-
-
 _WS = " \t\n\r"
 
 

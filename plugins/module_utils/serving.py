@@ -48,10 +48,6 @@ def dump_yaml(data):
     return yaml.dump(plain(data), Dumper=NoAliasDumper, sort_keys=True, default_flow_style=False)
 
 
-class ServingError(Exception):
-    """A serving plan that cannot work; the message says which model and what to change."""
-
-
 def dns_name(text, limit=63):
     """A DNS-1123 label from a model or node name (lower case, dashes, at most `limit` characters)."""
     name = LABEL_PART.sub("-", str(text).lower()).strip("-")

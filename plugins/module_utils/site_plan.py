@@ -49,7 +49,7 @@ import difflib
 from ansible_collections.aiinfra.k3s.plugins.module_utils import consumers as consumer_rules
 from ansible_collections.aiinfra.k3s.plugins.module_utils import edge, firewall, gateway, monitoring
 from ansible_collections.aiinfra.k3s.plugins.module_utils.autoscaling import autoscaling_problems, gpu_bounds
-from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import LABEL_VALUE, problem
+from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import LABEL_VALUE, problem, truthy
 from ansible_collections.aiinfra.k3s.plugins.module_utils.models import STORE_PATH_FIX, as_int, filled, store_path_error
 from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import dns_name
 from ansible_collections.aiinfra.k3s.plugins.module_utils.serving_plan import (
@@ -135,10 +135,6 @@ GPU_TYPE_VARIABLE = "aiinfra_gpu_type"
 NODE_GROUP_VARIABLE = "aiinfra_node_group"
 # A model's placement: its keys, the node attribute each selects on and the host variable that sets it.
 PLACEMENT_KEYS = {"gpu_types": ("gpu_type", GPU_TYPE_VARIABLE), "node_groups": ("node_group", NODE_GROUP_VARIABLE)}
-
-
-def _truthy(value):
-    return value is True or str(value).lower() in ("true", "yes", "on", "1")
 
 
 def label_value_error(value):
@@ -300,7 +296,7 @@ MODEL_KEY_ENV = "MODEL_SERVER_API_KEY"
 def model_auth_plan(values, models):
     """Whether the model servers require the gateway's key, and where it lives (module docstring: model_auth)."""
     vllm = [m for m in models if m["server"] == "vllm"]
-    if not _truthy(values.get("litellm_enabled")) or not vllm:
+    if not truthy(values.get("litellm_enabled")) or not vllm:
         return {"enabled": False}
     return {
         "enabled": True,
@@ -339,7 +335,7 @@ def limits_plan(values):
     deploy: a Redis the litellm role deploys next to the gateway; external: the operator's (litellm_redis_host);
     none: each gateway replica and each Traefik counts alone (a consumer gets up to replicas x its limit).
     """
-    if not _truthy(values.get("litellm_enabled")):
+    if not truthy(values.get("litellm_enabled")):
         return {"store": "none"}, []
     mode = values.get("litellm_redis") or "deploy"
     out = []
@@ -444,7 +440,7 @@ def edge_plan(values):
         "host": host,
         "namespace": values.get("traefik_namespace"),
         "tls_secret": values.get("traefik_tls_secret"),
-        "certificate": _truthy(values.get("cert_manager_enabled")),
+        "certificate": truthy(values.get("cert_manager_enabled")),
         # What clients call: https, the host, the prefix and each public path (edge.public_urls).
         "public_urls": edge.public_urls(values),
     }
@@ -465,13 +461,13 @@ def setting_problems(values, models, secrets):
         if values.get("traefik_hsts_seconds") is not None:
             traefik["hsts_seconds"] = values.get("traefik_hsts_seconds")
         certs = None
-        if _truthy(values.get("cert_manager_enabled")):
+        if truthy(values.get("cert_manager_enabled")):
             certs = {
                 "issuer_kind": values.get("cert_manager_issuer_kind"),
                 "acme_email": values.get("cert_manager_acme_email"),
             }
         add("EDGE", "traefik_host", edge.edge_problems(traefik, certs))
-    gateway_on = _truthy(values.get("litellm_enabled"))
+    gateway_on = truthy(values.get("litellm_enabled"))
     if gateway_on:
         if values.get("litellm_placement") not in gateway.PLACEMENTS:
             add(
@@ -496,8 +492,8 @@ def setting_problems(values, models, secrets):
             )
     if (
         values.get("autoscaling_engine") == "keda"
-        and _truthy(values.get("autoscaling_service_monitors"))
-        and not _truthy(values.get("monitoring_enabled"))
+        and truthy(values.get("autoscaling_service_monitors"))
+        and not truthy(values.get("monitoring_enabled"))
     ):
         out.append(
             problem(
@@ -525,7 +521,7 @@ def setting_problems(values, models, secrets):
                     "warning",
                 )
             )
-    if any(m["server"] == "nim" for m in models) and not _truthy(values.get("nim_store_read_only", True)):
+    if any(m["server"] == "nim" for m in models) and not truthy(values.get("nim_store_read_only", True)):
         # Writing needs the store to belong to the pods' user: an fsGroup would have the kubelet re-own every
         # weight file on the host at each start (serving.harden), so the pods get none and the store stays root's.
         add(
@@ -553,7 +549,7 @@ def setting_problems(values, models, secrets):
         if gateway_on:
             add("SECRET", "litellm_master_key", gateway.master_key_problems(values.get("litellm_master_key") or ""))
             add("SECRET", "litellm_redis_password", redis_password_problems(values))
-        if _truthy(values.get("monitoring_enabled")):
+        if truthy(values.get("monitoring_enabled")):
             add(
                 "SECRET",
                 "monitoring_grafana_admin_password",
@@ -874,7 +870,7 @@ def gateway_placement(values, gpu_hosts, cluster_hosts):
     nodes, gpu on the GPU nodes, any on every node. A gateway whose replicas can only run on one node cannot spread
     over failure domains: that node's loss stops every request (warning). cluster_hosts: every cluster node, or
     empty when unknown (no check)."""
-    if not _truthy(values.get("litellm_enabled")) or not cluster_hosts:
+    if not truthy(values.get("litellm_enabled")) or not cluster_hosts:
         return None, []
     gpu = set(gpu_hosts)
     where = values.get("litellm_placement")
@@ -919,7 +915,7 @@ def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True, cluster_hosts
     against their attention heads)."""
     values = dict(values)
     nodes, problems = gpu_node_inputs(gpu_nodes)
-    enabled = _truthy(values.get("gpu_operator_enabled", True))
+    enabled = truthy(values.get("gpu_operator_enabled", True))
     classes = dict(values.get("gpu_operator_time_slicing_classes") or {}) if enabled else {}
     default_class = (values.get("gpu_operator_time_slicing_default") or "") if enabled else ""
     capacity, findings = capacity_findings(nodes, classes, default_class)
@@ -970,7 +966,7 @@ def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True, cluster_hosts
         {"rpm_limit": values.get("litellm_consumer_rpm_limit"), "tpm_limit": values.get("litellm_consumer_tpm_limit")},
         values.get("litellm_consumer_key_hashes"),
         (values.get("litellm_consumer_keys") or {}) if secrets else None,
-        _truthy(values.get("litellm_enabled")),
+        truthy(values.get("litellm_enabled")),
         (values.get("litellm_master_key") or "") if secrets else "",
     )
     problems += found
@@ -979,7 +975,7 @@ def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True, cluster_hosts
     prices, found = price_plan(values, models)
     problems += found
     work = model_workloads(values, models, capacity)
-    if _truthy(values.get("litellm_enabled")):
+    if truthy(values.get("litellm_enabled")):
         work.append(gateway_workload(values))
         gateway_nodes, found = gateway_placement(values, nodes, cluster_hosts)
         problems += found

@@ -20,7 +20,7 @@ Every check returns problems ``{code, severity, host, variable, problem, fix}`` 
 import re
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils import k3s_release
-from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import problem
+from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import problem, truthy
 
 SITE = "all"
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -57,10 +57,6 @@ VARIABLES = (
     + ("autoscaling_engine", "gpu_verify_vectoradd", "litellm_enabled", "litellm_redis")
     + ("k3s_version", "k3s_install_mode", "k3s_sha256_pins", "k3s_allow_unpinned")
 )
-
-
-def _truthy(value):
-    return value is True or str(value).lower() in ("true", "yes", "1", "on")
 
 
 def https_error(url):
@@ -208,7 +204,7 @@ def k3s_pin_problems(
         needed = [[k3s_release.binary_name(a) for a in ("amd64", "arm64")]]
     else:
         needed = [[k3s_release.binary_name(a)] for a in arches]
-        if _truthy(online_images):
+        if truthy(online_images):
             needed += [["k3s-airgap-images-%s.tar.zst" % a] for a in arches]
     missing = [
         names[0] if len(names) == 1 else " or ".join(names) for names in needed if not any(n in pins for n in names)
@@ -225,7 +221,7 @@ def k3s_pin_problems(
                 "add the release's sha256 of each to k3s_sha256_pins (from sha256sum-<arch>.txt of the release, "
                 "checked out of band), install from an airgap bundle, or set k3s_allow_unpinned: true to accept it "
                 "(the stage report names it)",
-                "warning" if _truthy(allow_unpinned) else "error",
+                "warning" if truthy(allow_unpinned) else "error",
             )
         )
     return out
@@ -245,9 +241,9 @@ def supply_chain_problems(values):
     )
     used = {
         "vllm_image": bool(values.get("vllm_models")),
-        "litellm_image": _truthy(values.get("litellm_enabled", True)),
-        "litellm_redis_image": _truthy(values.get("litellm_enabled", True)) and values.get("litellm_redis") == "deploy",
-        "gpu_verify_vectoradd_image": _truthy(values.get("gpu_verify_vectoradd", True)),
+        "litellm_image": truthy(values.get("litellm_enabled", True)),
+        "litellm_redis_image": truthy(values.get("litellm_enabled", True)) and values.get("litellm_redis") == "deploy",
+        "gpu_verify_vectoradd_image": truthy(values.get("gpu_verify_vectoradd", True)),
     }
     for variable in IMAGE_VARIABLES:
         if variable in values and used.get(variable, True):
@@ -258,7 +254,7 @@ def supply_chain_problems(values):
                 what = "the image of %s" % (model.get("served_name") or "a model")
                 out += image_problems(variable, model["image"], what=what)
     for prefix, switch in CHARTS:
-        if switch and not _truthy(values.get(switch, True)):
+        if switch and not truthy(values.get(switch, True)):
             continue
         if prefix == "autoscaling" and values.get("autoscaling_engine", "keda") != "keda":
             continue
