@@ -498,6 +498,16 @@ def openssl(*args: str) -> None:
     sh("openssl", *args)
 
 
+def make_ca(name: str) -> None:
+    """A self-signed EC CA, TLS/<name>.{crt,key}, named as K3s names its CAs (<name>@<unix time>)."""
+    openssl(
+        "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+        "-keyout", str(TLS / f"{name}.key"), "-out", str(TLS / f"{name}.crt"), "-days", "3650",
+        "-subj", f"/CN=k3s-{name}@{int(time.time())}",
+        "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+    )  # fmt: skip
+
+
 def make_cert(name: str, subject: str, ext: str, ca: str = "server-ca") -> None:
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     openssl("req", *ec, "-keyout", str(TLS / f"{name}.key"), "-out", str(TLS / f"{name}.csr"), "-subj", subject)
@@ -516,12 +526,7 @@ def make_pki(s: dict, ip: str) -> None:
         return
     TLS.mkdir(parents=True, exist_ok=True)
     os.chmod(TLS, 0o700)
-    openssl(
-        "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-        "-keyout", str(TLS / "server-ca.key"), "-out", str(TLS / "server-ca.crt"), "-days", "3650",
-        "-subj", f"/CN=k3s-server-ca@{int(time.time())}",
-        "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-    )  # fmt: skip
+    make_ca("server-ca")
     names = {"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}
     names.add(f"kubernetes.default.svc.{s['cluster_domain']}")
     names.add(socket.gethostname())
@@ -562,12 +567,7 @@ def make_proxy_pki() -> None:
     API server trusts a request's X-Remote-User/-Group only over a connection that presents that certificate."""
     if (TLS / "client-auth-proxy.crt").exists():
         return
-    openssl(
-        "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-        "-keyout", str(TLS / "request-header-ca.key"), "-out", str(TLS / "request-header-ca.crt"), "-days", "3650",
-        "-subj", f"/CN=k3s-request-header-ca@{int(time.time())}",
-        "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-    )  # fmt: skip
+    make_ca("request-header-ca")
     (TLS / "request-header-ca.key").chmod(0o600)
     client_ext = "keyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth"
     make_cert("client-auth-proxy", "/CN=system:auth-proxy", client_ext, ca="request-header-ca")

@@ -141,18 +141,6 @@ class SiteCA:
         }
 
 
-class SNIConnection(http.client.HTTPSConnection):
-    """HTTPS to an address with another name as SNI (the route's host), verified against the site's CA."""
-
-    def __init__(self, address, port, sni, context, timeout):
-        super().__init__(address, port, context=context, timeout=timeout)
-        self.sni = sni
-
-    def connect(self):
-        sock = socket.create_connection((self.host, self.port), self.timeout)
-        self.sock = self._context.wrap_socket(sock, server_hostname=self.sni)
-
-
 def request(method, url, host=None, key=None, body=None, timeout=30, headers=None, tls=None, data=None):
     """(status, headers, text) of one request to url (http, or https with host as SNI verified by tls.context);
     the path is sent as written (no normalisation); never raises for an HTTP error status."""
@@ -166,7 +154,11 @@ def request(method, url, host=None, key=None, body=None, timeout=30, headers=Non
     if key:
         sent["Authorization"] = "Bearer " + key
     if parts.scheme == "https":
-        conn = SNIConnection(parts.hostname, parts.port, host, tls.context, timeout)
+        # (imported here: the test modules make the collection importable after this module is loaded)
+        from ansible_collections.aiinfra.k3s.plugins.module_utils import drill
+
+        # The drill's connection (the collection's own): TLS to the address with the host as SNI and checked name.
+        conn = drill._ConnectToHTTPS(host, parts.hostname, parts.port, timeout, tls.context)
     else:
         conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
     try:
