@@ -10,8 +10,8 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.models import model_configs, store_path_error
-from ansible_collections.aiinfra.k3s.plugins.module_utils.site_plan import (
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.models import model_configs, store_path_error
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.site_plan import (
     SECRET_VARIABLES,
     STORE_PATH_VARIABLES,
     VARIABLES,

@@ -9,7 +9,7 @@ from ansible import constants as C
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.stage_report import STATUSES, record
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.stage_report import STATUSES, record
 
 FACT = "aiinfra_stage_report"
 ARGUMENT_SPEC = {

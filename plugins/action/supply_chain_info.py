@@ -6,7 +6,7 @@
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.aiinfra.k3s.plugins.action.site_plan import role_defaults
-from ansible_collections.aiinfra.k3s.plugins.module_utils.supply_chain import VARIABLES, supply_chain_problems
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.supply_chain import VARIABLES, supply_chain_problems
 
 
 class ActionModule(ActionBase):

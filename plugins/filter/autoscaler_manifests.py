@@ -38,7 +38,7 @@ _value:
 
 
 def autoscaler_manifests(workloads, params):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils import autoscaling
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import autoscaling
     from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
 
     return build("autoscaler_manifests", lambda: autoscaling.autoscaling_manifests(list(workloads), dict(params)))

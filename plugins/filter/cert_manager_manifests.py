@@ -31,7 +31,7 @@ _value:
 
 
 def cert_manager_manifests(params):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils import edge
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import edge
     from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
 
     return build("cert_manager_manifests", lambda: edge.cert_manager_manifests(dict(params)))

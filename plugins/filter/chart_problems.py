@@ -44,9 +44,9 @@ _value:
 
 
 def chart_problems(prefix, install_mode, chart_file, chart_sha256=""):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils import serving
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import objects
 
-    return serving.chart_problems(prefix, install_mode, chart_file, chart_sha256)
+    return objects.chart_problems(prefix, install_mode, chart_file, chart_sha256)
 
 
 class FilterModule(object):

@@ -40,7 +40,7 @@ from ansible.errors import AnsibleFilterError
 
 
 def cluster_problems(hostvars, hosts, defaults):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_check import (
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.inventory_check import (
         CLUSTER_VARS,
         check_cluster,
         format_problems,

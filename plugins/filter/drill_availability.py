@@ -40,7 +40,7 @@ _value:
 
 
 def drill_availability(records, phases):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils.drill_report import availability
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.drill.report import availability
 
     phases = [{"name": p["name"], "start": float(p["start"])} for p in phases]
     return availability([dict(r) for r in records], sorted(phases, key=lambda p: p["start"]))

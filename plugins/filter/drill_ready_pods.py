@@ -38,7 +38,7 @@ _value:
 
 
 def drill_ready_pods(pods, off_node=""):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils.drill_report import ready_pods
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.drill.report import ready_pods
 
     return ready_pods(pods, off_node)
 

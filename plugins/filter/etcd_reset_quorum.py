@@ -49,7 +49,7 @@ from ansible.errors import AnsibleFilterError
 
 
 def etcd_reset_quorum(servers, targeted):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils.etcd_quorum import reset_quorum
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.etcd_quorum import reset_quorum
 
     try:
         return reset_quorum(list(servers or []), list(targeted or []))

@@ -64,7 +64,7 @@ _value:
 
 
 def firewall_rules(hostvars, cluster, servers, rules, admin_networks=None, host=None, client=None):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils.firewall import firewall_rules as expand
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.node.firewall import firewall_rules as expand
 
     return expand(
         hostvars,

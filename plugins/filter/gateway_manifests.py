@@ -36,7 +36,7 @@ _value:
 
 
 def gateway_manifests(routes, params):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils import gateway
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import gateway
     from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
 
     return build("gateway_manifests", lambda: gateway.gateway_manifests(list(routes), dict(params)))

@@ -34,7 +34,7 @@ _value:
 
 
 def gateway_secret(key, params):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils import gateway
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import gateway
     from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
 
     return build("gateway_secret", lambda: gateway.gateway_secret(dict(params), key))

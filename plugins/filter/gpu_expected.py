@@ -35,7 +35,7 @@ _value:
 
 
 def gpu_expected(hostvars, hosts):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils.gpu_facts import expected_from_facts
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.gpu.facts import expected_from_facts
 
     facts = {}
     for host in hosts:

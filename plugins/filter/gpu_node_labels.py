@@ -35,7 +35,7 @@ from ansible.utils.display import Display
 
 
 def gpu_node_labels(labels):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils.k3s_config import gpu_node_labels as translate
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.node.k3s_config import gpu_node_labels as translate
 
     out, warnings = translate(dict(labels or {}))
     for warning in warnings:

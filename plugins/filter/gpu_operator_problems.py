@@ -31,7 +31,7 @@ _value:
 
 
 def gpu_operator_problems(params):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils import gpu_operator
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import gpu_operator
     from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
 
     return build("gpu_operator_problems", lambda: gpu_operator.operator_problems(dict(params)))

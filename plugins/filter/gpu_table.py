@@ -37,7 +37,7 @@ from ansible.errors import AnsibleFilterError
 
 
 def gpu_table(result, hardware=None):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils.gpu_allocation import table
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.gpu.allocation import table
 
     try:
         return table(result, hardware or {})

@@ -34,7 +34,7 @@ _value:
 
 
 def grafana_secret(password, params):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils import monitoring
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import monitoring
     from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
 
     return build("grafana_secret", lambda: [monitoring.grafana_secret(dict(params), password)])

@@ -38,7 +38,7 @@ from ansible.errors import AnsibleFilterError
 
 
 def _host_kind(facts, override="auto"):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils.host_kind import host_kind
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.node.host_kind import host_kind
 
     try:
         return host_kind(facts, override)

@@ -47,7 +47,10 @@ _value:
 
 
 def inventory_problems(groups, server_group, agent_group, gpu_group):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_check import check_inventory, format_problems
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.inventory_check import (
+        check_inventory,
+        format_problems,
+    )
 
     return format_problems(check_inventory(dict(groups), server_group, agent_group, gpu_group))
 

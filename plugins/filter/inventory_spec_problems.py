@@ -80,7 +80,7 @@ def host_values(hostvars, host):
 
 
 def inventory_spec_problems(hostvars, hosts):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils import inventory_spec
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.plan import inventory_spec
 
     specs = inventory_spec.merge_specs(role_specs())
     values, declared = {}, {}

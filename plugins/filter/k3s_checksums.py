@@ -31,7 +31,7 @@ from ansible.errors import AnsibleFilterError
 
 
 def k3s_checksums(text):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils.k3s_release import ArtifactError, parse_sha256sum
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.node.k3s_release import ArtifactError, parse_sha256sum
 
     try:
         return parse_sha256sum(text)

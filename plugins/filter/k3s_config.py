@@ -41,7 +41,7 @@ from ansible.errors import AnsibleFilterError
 
 
 def k3s_config(params, role):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils.k3s_config import build_config
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.node.k3s_config import build_config
 
     try:
         return build_config(role, dict(params))

@@ -38,7 +38,7 @@ _value:
 
 
 def k3s_release_pins(version, pins=None, shipped=True):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils.k3s_release import release_pins
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.node.k3s_release import release_pins
 
     return release_pins(version, pins or {}, bool(shipped))
 

@@ -65,7 +65,7 @@ _value:
 def k3s_release_problems(
     version, install_mode, release_url, pins=None, arches=None, online_images=False, allow_unpinned=False
 ):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils import supply_chain
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.plan import supply_chain
 
     out = supply_chain.url_problems("k3s_release_url", release_url) if install_mode == "online" else []
     return out + supply_chain.k3s_pin_problems(

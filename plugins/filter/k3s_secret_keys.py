@@ -32,7 +32,7 @@ _value:
 
 
 def k3s_secret_keys(config):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils.k3s_config import secret_keys
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.node.k3s_config import secret_keys
 
     return secret_keys(dict(config or {}))
 

@@ -39,7 +39,7 @@ _value:
 
 
 def k3s_upgrade_path(running, target):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s_support import upgrade_path
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.k8s_support import upgrade_path
 
     return upgrade_path([str(v) for v in running or []], str(target))
 

@@ -39,7 +39,7 @@ _value:
 
 
 def model_path_problems(lists, host):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils.site_plan import model_path_problems as problems
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.site_plan import model_path_problems as problems
 
     return problems(str(host), dict(lists))
 

@@ -31,7 +31,7 @@ _value:
 
 
 def monitoring_manifests(params):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils import monitoring
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import monitoring
     from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
 
     return build("monitoring_manifests", lambda: monitoring.monitoring_manifests(dict(params)))

@@ -31,10 +31,10 @@ _value:
 
 
 def network_policy_manifests(params):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils import netpol
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import network_policies
     from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
 
-    return build("network_policy_manifests", lambda: netpol.network_policies(dict(params)))
+    return build("network_policy_manifests", lambda: network_policies.network_policies(dict(params)))
 
 
 class FilterModule(object):

@@ -40,7 +40,7 @@ _value:
 
 
 def nftables_ruleset(rules, trusted_interfaces):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils.firewall import nftables_ruleset as render
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.node.firewall import nftables_ruleset as render
 
     return render([dict(r) for r in rules or []], [str(i) for i in trusted_interfaces or []])
 

@@ -35,12 +35,12 @@ _value:
 
 
 def ngc_secrets(key, params):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils import workloads
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import model_servers
     from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
 
     return build(
         "ngc_secrets",
-        lambda: workloads.ngc_secrets(
+        lambda: model_servers.ngc_secrets(
             key, params["namespace"], params["api_secret"], params["pull_secret"], bool(params.get("download"))
         ),
     )

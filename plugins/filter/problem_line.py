@@ -30,7 +30,7 @@ _value:
 
 
 def problem_line(problem):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import render
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.inventory_spec import render
 
     return render(problem)
 

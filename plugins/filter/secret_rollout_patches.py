@@ -42,7 +42,7 @@ _value:
 
 
 def secret_rollout_patches(objects, applied):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils import gateway
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import gateway
 
     return gateway.rollout_patches(list(objects or []), [dict(m) for m in applied or []])
 

@@ -34,7 +34,7 @@ from ansible.errors import AnsibleFilterError
 
 
 def stage_report_lines(entries):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils.stage_report import report_lines
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.stage_report import report_lines
 
     try:
         return report_lines(list(entries))

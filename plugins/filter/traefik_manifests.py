@@ -32,7 +32,7 @@ _value:
 
 
 def traefik_manifests(params):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils import edge
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import edge
     from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
 
     return build("traefik_manifests", lambda: edge.traefik_manifests(dict(params)))

@@ -39,7 +39,7 @@ _value:
 
 
 def vectoradd_objects(nodes, params):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils import vectoradd
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import vectoradd
 
     params = dict(params)
     return [vectoradd.namespace_manifest(str(params["namespace"]))] + [

@@ -54,7 +54,7 @@ _value:
 
 
 def vectoradd_problems(name, host, variables=None, plan=None, existing=None):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils import vectoradd
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import vectoradd
 
     host = str(host)
     return vectoradd.namespace_problems(name, host, dict(variables or {}), dict(plan or {})) + (

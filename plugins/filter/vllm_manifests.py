@@ -41,10 +41,10 @@ _value:
 
 
 def vllm_manifests(models, params, site):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils import workloads
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import model_servers
     from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
 
-    return build("vllm_manifests", lambda: workloads.vllm_manifests(list(models), dict(site), dict(params)))
+    return build("vllm_manifests", lambda: model_servers.vllm_manifests(list(models), dict(site), dict(params)))
 
 
 class FilterModule(object):

@@ -91,7 +91,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.consumers import hashes_document, issue_keys
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.consumers import hashes_document, issue_keys
 
 
 def _read(path):

@@ -113,7 +113,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.drill import run_load, write_records
+from ansible_collections.aiinfra.k3s.plugins.module_utils.drill.load import run_load, write_records
 
 
 def main():

@@ -172,8 +172,8 @@ from urllib.parse import urlencode
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.urls import open_url
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.gpu_allocation import analyze, failing
-from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s_list import iter_all, iter_list_file, list_all
+from ansible_collections.aiinfra.k3s.plugins.module_utils.gpu.allocation import analyze, failing
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.api_list import iter_all, iter_list_file, list_all
 
 try:
     from kubernetes import config as kube_config

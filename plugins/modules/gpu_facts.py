@@ -88,7 +88,7 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.gpu_facts import (
+from ansible_collections.aiinfra.k3s.plugins.module_utils.gpu.facts import (
     GpuFactsError,
     empty_facts,
     nvidia_smi_argv,

@@ -63,7 +63,11 @@ artifacts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.k3s_release import ArtifactError, k3s_arch, verify_release
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.k3s_release import (
+    ArtifactError,
+    k3s_arch,
+    verify_release,
+)
 
 
 def main():

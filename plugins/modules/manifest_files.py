@@ -76,8 +76,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.file_ops import set_attributes, write_atomic
-from ansible_collections.aiinfra.k3s.plugins.module_utils.manifest_files import bad_names, changes
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.file_ops import set_attributes, write_atomic
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.manifest_files import bad_names, changes
 
 
 def main():

@@ -133,8 +133,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.file_ops import set_attributes, write_atomic
-from ansible_collections.aiinfra.k3s.plugins.module_utils.node_files import (
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.file_ops import set_attributes, write_atomic
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.node_files import (
     bad_paths,
     changes,
     diff_entries,

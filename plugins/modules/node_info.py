@@ -67,7 +67,11 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.node_info import active_firewall, missing_packages, unit_state
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.node_info import (
+    active_firewall,
+    missing_packages,
+    unit_state,
+)
 
 
 def output(module, argv):

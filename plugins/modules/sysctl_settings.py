@@ -61,9 +61,9 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.file_ops import set_attributes, write_atomic
-from ansible_collections.aiinfra.k3s.plugins.module_utils.manifest_files import read
-from ansible_collections.aiinfra.k3s.plugins.module_utils.sysctl_settings import (
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.file_ops import set_attributes, write_atomic
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.manifest_files import read
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.sysctl_settings import (
     bad_keys,
     live_changes,
     proc_path,

@@ -83,7 +83,7 @@ def test_the_archive_ships_the_collection_and_nothing_of_the_development_tree(in
         "playbooks/site.yml",
         "roles/k3s/meta/argument_specs.yml",
         "roles/vllm/README.md",
-        "plugins/module_utils/inventory_spec.py",
+        "plugins/module_utils/plan/inventory_spec.py",
         "inventories/example/hosts.yml",
     ):
         assert needed in names

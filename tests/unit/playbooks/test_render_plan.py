@@ -7,7 +7,7 @@ import pytest
 import yaml
 from conftest import run_playbook, write_site
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import edge
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import edge
 
 MODEL = {"served_name": "qwen", "path": "Qwen/Qwen2.5-7B-Instruct"}
 EDGE = {"traefik_host": "api.example.internal", "traefik_path_prefix": "/api/litellm"}

@@ -5,7 +5,7 @@ import pytest
 import yaml
 from conftest import DATA, ROOT, load_cases, run_playbook, write_inventory
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_check import check_cluster, format_problems
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.inventory_check import check_cluster, format_problems
 
 ROLE_DEFAULTS = yaml.safe_load((ROOT / "roles" / "k3s" / "defaults" / "main.yml").read_text())
 VALID_TOKEN = "0123456789abcdef0123456789abcdef-test"

@@ -1,4 +1,4 @@
-"""plugins/module_utils/consumers.py (cases in data/consumers.yml), the auth hook's plain functions
+"""plugins/module_utils/plan/consumers.py (cases in data/consumers.yml), the auth hook's plain functions
 (consumer_auth.py; the real LiteLLM proxy runs it in tests/gateway) and the consumer_keys module."""
 
 import asyncio
@@ -16,7 +16,8 @@ import pytest
 import yaml
 from conftest import run_module
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import consumer_auth, consumers
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import consumer_auth
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan import consumers
 
 DATA = yaml.safe_load((Path(__file__).parents[1] / "data" / "consumers.yml").read_text())
 CASES = DATA["cases"]
@@ -262,7 +263,7 @@ def test_consumer_keys_refuses_a_directory_that_would_hide_group_vars_all_yml(tm
 def test_every_public_inference_path_is_open_to_consumers():
     """The edge's public paths (edge.PUBLIC_PATHS) that need a key are the hook's consumer routes: a consumer is
     never refused what the edge publishes, and the hook adds nothing the edge would not route."""
-    from ansible_collections.aiinfra.k3s.plugins.module_utils import edge
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import edge
 
     keyed = {p for p in edge.PUBLIC_PATHS if not p.startswith("/health/")}
     assert keyed <= consumer_auth.CONSUMER_ROUTES

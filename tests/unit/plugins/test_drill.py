@@ -10,7 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from conftest import run_module
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import drill, drill_report
+from ansible_collections.aiinfra.k3s.plugins.module_utils.drill import load as drill_load
+from ansible_collections.aiinfra.k3s.plugins.module_utils.drill import report as drill_report
 
 
 class Gateway(BaseHTTPRequestHandler):
@@ -60,10 +61,10 @@ def test_outage_mid_stream_is_measured(server):
     url = f"http://127.0.0.1:{server.port}/v1/models"
     phases = [{"name": "baseline", "start": time.time()}]
     result = {}
-    load = threading.Thread(
-        target=lambda: result.setdefault("records", drill.run_load(url, 20, 3.5, 1000, timeout=0.5))
+    worker = threading.Thread(
+        target=lambda: result.setdefault("records", drill_load.run_load(url, 20, 3.5, 1000, timeout=0.5))
     )
-    load.start()
+    worker.start()
     time.sleep(1.0)
     phases.append({"name": "gateway-down", "start": time.time()})
     server.stop()
@@ -74,7 +75,7 @@ def test_outage_mid_stream_is_measured(server):
     # machine) after it: "recovered" starts once every such request is over.
     time.sleep(0.6)
     phases.append({"name": "recovered", "start": time.time()})
-    load.join(timeout=15)
+    worker.join(timeout=15)
     records = result["records"]
     assert 60 <= len(records) <= 71  # 20/s for 3.5 s, bounded
     report = {p["phase"]: p for p in drill_report.availability(records, phases)}
@@ -92,19 +93,19 @@ def test_outage_mid_stream_is_measured(server):
 def test_load_is_bounded_in_count_and_time(server):
     url = f"http://127.0.0.1:{server.port}/"
     t0 = time.time()
-    records = drill.run_load(url, 50, 10.0, 25, timeout=0.5)
+    records = drill_load.run_load(url, 50, 10.0, 25, timeout=0.5)
     assert len(records) == 25 and time.time() - t0 < 2.0  # max_requests stops it long before the duration
     t0 = time.time()
-    records = drill.run_load(url, 10, 0.5, 1000, timeout=0.5)
+    records = drill_load.run_load(url, 10, 0.5, 1000, timeout=0.5)
     assert len(records) == 5 and time.time() - t0 < 2.0  # the duration stops it
     with pytest.raises(ValueError):
-        drill.run_load(url, 0, 1, 1)
+        drill_load.run_load(url, 0, 1, 1)
 
 
 def test_load_ends_when_told_to_stop(server):
     url = f"http://127.0.0.1:{server.port}/"
     t0 = time.time()
-    records = drill.run_load(url, 20, 60.0, 1000, timeout=0.5, stop=lambda: time.time() - t0 > 0.5)
+    records = drill_load.run_load(url, 20, 60.0, 1000, timeout=0.5, stop=lambda: time.time() - t0 > 0.5)
     assert 5 <= len(records) <= 15 and time.time() - t0 < 3.0  # the stop, not the 60 s duration, ended it
 
 
@@ -241,7 +242,7 @@ def test_connect_to_keeps_the_sites_name_for_tls_and_the_host_header(tls_gateway
     port, cert = tls_gateway
     with_ca, validate, expected = CONNECT_TO_CASES[case]
     url = f"https://gateway.example.test:{port}/api/litellm/v1/chat/completions"
-    status, error = drill.send(url, {"Content-Type": "application/json"}, "{}", 5, cert if with_ca else None,
+    status, error = drill_load.send(url, {"Content-Type": "application/json"}, "{}", 5, cert if with_ca else None,
                                validate, f"127.0.0.1:{port}")  # fmt: skip
     assert status == expected, error
     if expected == 200:
@@ -259,4 +260,4 @@ def test_connect_to_keeps_the_sites_name_for_tls_and_the_host_header(tls_gateway
     ],
 )
 def test_connect_to_addresses(text, expected):
-    assert drill.split_address(text, 8443) == expected
+    assert drill_load.split_address(text, 8443) == expected

@@ -1,9 +1,9 @@
-"""plugins/module_utils/edge.py: the public URLs the site plan shows, and a prefix that doubles the public paths
+"""plugins/module_utils/k8s/edge.py: the public URLs the site plan shows, and a prefix that doubles the public paths
 (issue 29 item 10)."""
 
 import pytest
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import edge
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import edge
 
 GOOD = {
     "host": "api.example.internal",

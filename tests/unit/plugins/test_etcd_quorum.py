@@ -3,7 +3,7 @@ from ansible.errors import AnsibleFilterError
 from conftest import load_cases
 
 from ansible_collections.aiinfra.k3s.plugins.filter.etcd_reset_quorum import FilterModule
-from ansible_collections.aiinfra.k3s.plugins.module_utils.etcd_quorum import quorum, reset_quorum
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.etcd_quorum import quorum, reset_quorum
 
 
 @pytest.mark.parametrize(("members", "need"), [(0, 0), (1, 1), (2, 2), (3, 2), (4, 3), (5, 3), (6, 4), (7, 4)])

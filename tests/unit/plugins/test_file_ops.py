@@ -1,4 +1,4 @@
-"""plugins/module_utils/file_ops.py with Ansible's own AnsibleModule.atomic_move, under the umask of a root shell."""
+"""plugins/module_utils/node/file_ops.py with Ansible's own AnsibleModule.atomic_move, under the umask of a root shell."""
 
 import json
 import os
@@ -8,7 +8,7 @@ import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.file_ops import octal_mode, write_atomic
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.file_ops import octal_mode, write_atomic
 
 
 @pytest.fixture

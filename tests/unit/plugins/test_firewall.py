@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.firewall import (
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.firewall import (
     admits,
     firewall_plan,
     firewall_rules,

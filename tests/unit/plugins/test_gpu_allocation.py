@@ -4,7 +4,7 @@ import pytest
 import yaml
 from conftest import DATA
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import gpu_allocation as ga
+from ansible_collections.aiinfra.k3s.plugins.module_utils.gpu import allocation as ga
 
 CASES = yaml.safe_load((DATA / "gpu_cluster.yml").read_text())["cases"]
 

@@ -5,7 +5,7 @@ import pytest
 import yaml
 from conftest import ROOT, load_cases
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import gpu_facts as gf
+from ansible_collections.aiinfra.k3s.plugins.module_utils.gpu import facts as gf
 from ansible_collections.aiinfra.k3s.plugins.modules import gpu_facts as module
 
 HOST_BINARIES = {"nvidia-smi": "/usr/bin/nvidia-smi", "chroot": "/usr/sbin/chroot"}

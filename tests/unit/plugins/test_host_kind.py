@@ -3,7 +3,7 @@ from ansible.errors import AnsibleFilterError
 from conftest import load_cases
 
 from ansible_collections.aiinfra.k3s.plugins.filter.host_kind import FilterModule
-from ansible_collections.aiinfra.k3s.plugins.module_utils.host_kind import host_kind
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.host_kind import host_kind
 
 
 @pytest.mark.parametrize("case", load_cases("host_kind"))

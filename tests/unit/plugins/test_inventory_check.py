@@ -2,7 +2,7 @@ import pytest
 from conftest import load_cases
 
 from ansible_collections.aiinfra.k3s.plugins.filter.inventory_problems import inventory_problems
-from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_check import check_inventory, is_rfc1123_name
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.inventory_check import check_inventory, is_rfc1123_name
 
 
 @pytest.mark.parametrize("case", load_cases("inventory"))

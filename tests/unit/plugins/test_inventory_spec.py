@@ -1,4 +1,4 @@
-"""plugins/module_utils/inventory_spec.py with the roles' real argument specs (cases in data/inventory_spec.yml)."""
+"""plugins/module_utils/plan/inventory_spec.py with the roles' real argument specs (cases in data/inventory_spec.yml)."""
 
 import re
 from pathlib import Path
@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from ansible_collections.aiinfra.k3s.plugins.filter.inventory_spec_problems import role_specs
-from ansible_collections.aiinfra.k3s.plugins.module_utils import inventory_spec
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan import inventory_spec
 
 CASES = yaml.safe_load((Path(__file__).parents[1] / "data" / "inventory_spec.yml").read_text())
 SPECS = inventory_spec.merge_specs(role_specs())

@@ -2,8 +2,8 @@ import pytest
 from conftest import load_cases
 
 from ansible_collections.aiinfra.k3s.plugins.filter.k8s_taints import k8s_taints
-from ansible_collections.aiinfra.k3s.plugins.module_utils import k3s_config
-from ansible_collections.aiinfra.k3s.plugins.module_utils.k3s_config import (
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node import k3s_config
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.k3s_config import (
     build_config,
     extra_config_problems,
     parse_taint,

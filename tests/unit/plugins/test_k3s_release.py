@@ -2,7 +2,7 @@ import pytest
 from conftest import run_module
 from make_test_airgap import make_bundle
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import k3s_release as rel
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node import k3s_release as rel
 
 SHA = "a" * 64
 

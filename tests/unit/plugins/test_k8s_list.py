@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import gpu_allocation as ga
-from ansible_collections.aiinfra.k3s.plugins.module_utils import k8s_list as kl
+from ansible_collections.aiinfra.k3s.plugins.module_utils.gpu import allocation as ga
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import api_list as kl
 
 ITEMS = [{"metadata": {"name": f"n{i}"}, "note": 'x,]}[{"items"'} for i in range(3)]
 

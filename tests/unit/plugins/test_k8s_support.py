@@ -4,7 +4,7 @@ import datetime
 
 import pytest
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import k8s_support
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan import k8s_support
 
 CASES = [
     # running, target, steps, problem fragment (None: the plan runs)

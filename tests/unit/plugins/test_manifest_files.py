@@ -1,6 +1,6 @@
-"""plugins/module_utils/manifest_files.py on a real directory."""
+"""plugins/module_utils/node/manifest_files.py on a real directory."""
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.manifest_files import bad_names, changes
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.manifest_files import bad_names, changes
 
 
 def test_only_differing_files_are_written_and_only_existing_ones_removed(tmp_path):

@@ -1,8 +1,8 @@
-"""plugins/module_utils/models.py: per-model defaults and the model paths the store accepts."""
+"""plugins/module_utils/plan/models.py: per-model defaults and the model paths the store accepts."""
 
 import pytest
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import models
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan import models
 
 # Issue 28, item 8: a model path is joined to the store on the nodes and to the seed directory on the controller.
 REFUSED = [

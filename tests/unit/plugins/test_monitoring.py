@@ -11,7 +11,7 @@ import pytest
 import yaml
 from conftest import DATA
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import monitoring
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import monitoring
 
 PARAMS = {
     "serving_namespace": "ia-services-payed",

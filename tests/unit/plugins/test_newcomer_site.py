@@ -9,8 +9,9 @@ import pytest
 import yaml
 from conftest import DATA, run_playbook
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import site_plan, workloads
-from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import dns_name
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import model_servers
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.objects import dns_name
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan import site_plan
 
 SITE = DATA / "newcomer"
 GPU_HOSTS = ("gpu1", "gpu2", "gpu3")
@@ -48,9 +49,9 @@ def test_llama_runs_only_on_the_h100_nodes_spread_hard_and_qwen_only_on_the_l40s
     plan = newcomer_plan()
     llama, qwen = model(plan, "llama-3.1-70b"), model(plan, "qwen2.5-7b")
     assert llama["nodes"] == ["gpu1", "gpu2"] and llama["spread"] == "hard"
-    assert {"key": workloads.GPU_TYPE_LABEL, "operator": "In", "values": ["H100-80GB"]} in llama["node_affinity"]
+    assert {"key": model_servers.GPU_TYPE_LABEL, "operator": "In", "values": ["H100-80GB"]} in llama["node_affinity"]
     assert qwen["nodes"] == ["gpu3"] and qwen["spread"] == "soft"
-    assert {"key": workloads.GPU_TYPE_LABEL, "operator": "In", "values": ["L40S-48GB"]} in qwen["node_affinity"]
+    assert {"key": model_servers.GPU_TYPE_LABEL, "operator": "In", "values": ["L40S-48GB"]} in qwen["node_affinity"]
     assert {n: c.get("gpu_type") for n, c in plan["nodes"].items()} == {
         "gpu1": "H100-80GB",
         "gpu2": "H100-80GB",
@@ -84,7 +85,7 @@ def test_without_a_placement_qwen_could_land_on_an_h100():
 def test_the_manifests_carry_the_plans_placement_and_spread():
     plan = newcomer_plan()
     site = dict(SITE_PARAMS, **plan["placement"])
-    objects = workloads.vllm_manifests([m for m in plan["models"] if m["server"] == "vllm"], site, VLLM)
+    objects = model_servers.vllm_manifests([m for m in plan["models"] if m["server"] == "vllm"], site, VLLM)
     deployments = {o["metadata"]["name"]: o["spec"]["template"]["spec"] for o in objects if o["kind"] == "Deployment"}
     llama, qwen = deployments[LLAMA], deployments[QWEN]
 
@@ -95,7 +96,7 @@ def test_the_manifests_carry_the_plans_placement_and_spread():
     assert terms(llama) == [
         {
             "matchExpressions": [
-                {"key": workloads.SHARED_LABEL, "operator": "NotIn", "values": ["2"]},
+                {"key": model_servers.SHARED_LABEL, "operator": "NotIn", "values": ["2"]},
                 {"key": "aiinfra.io/gpu-type", "operator": "In", "values": ["H100-80GB"]},
             ]
         }
@@ -103,7 +104,7 @@ def test_the_manifests_carry_the_plans_placement_and_spread():
     assert terms(qwen) == [
         {
             "matchExpressions": [
-                {"key": workloads.SHARED_LABEL, "operator": "In", "values": ["2"]},
+                {"key": model_servers.SHARED_LABEL, "operator": "In", "values": ["2"]},
                 {"key": "aiinfra.io/gpu-type", "operator": "In", "values": ["L40S-48GB"]},
             ]
         }
@@ -129,7 +130,7 @@ def test_nim_models_get_the_same_placement_and_only_their_hostname_spread_is_har
     defaults = dict(
         VLLM, ngc_secret="ngc", pull_secret="pull", max_replicas=4, metric={"cpu": 80}, store_read_only=True
     )
-    objects = workloads.nim_manifests(plan["models"], dict(SITE_PARAMS, **plan["placement"]), defaults)
+    objects = model_servers.nim_manifests(plan["models"], dict(SITE_PARAMS, **plan["placement"]), defaults)
     pod = next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]["spec"]
     spread = {c["topologyKey"]: c["whenUnsatisfiable"] for c in pod["topologySpreadConstraints"]}
     assert spread == {"kubernetes.io/hostname": "DoNotSchedule", "topology.kubernetes.io/zone": "ScheduleAnyway"}
@@ -145,7 +146,7 @@ def test_a_model_entry_resources_and_shm_size_reach_the_pod():
     models = copy.deepcopy([m for m in plan["models"] if m["server"] == "vllm"])
     models[0].update(resources={"requests": {"memory": "80Gi"}, "limits": {"memory": "96Gi"}}, shm_size="16Gi")
     models[1].update(resources={}, shm_size="")  # empty: the role's defaults
-    objects = workloads.vllm_manifests(models, dict(SITE_PARAMS, **plan["placement"]), VLLM)
+    objects = model_servers.vllm_manifests(models, dict(SITE_PARAMS, **plan["placement"]), VLLM)
     pods = {o["metadata"]["name"]: o["spec"]["template"]["spec"] for o in objects if o["kind"] == "Deployment"}
     big, small = pods[LLAMA], pods[QWEN]
     assert big["containers"][0]["resources"]["limits"] == {"memory": "96Gi", "nvidia.com/gpu": "4"}
@@ -186,8 +187,8 @@ def test_render_shows_the_nodes_each_model_may_use_and_renders_them(tmp_path):
 
 def test_the_k3s_roles_label_the_nodes_with_the_labels_the_workloads_select_on():
     k3s_vars = yaml.safe_load((Path(__file__).parents[3] / "roles" / "k3s" / "vars" / "main.yml").read_text())
-    assert k3s_vars["__k3s_gpu_type_label"] == workloads.GPU_TYPE_LABEL
-    assert k3s_vars["__k3s_node_group_label"] == workloads.NODE_GROUP_LABEL
+    assert k3s_vars["__k3s_gpu_type_label"] == model_servers.GPU_TYPE_LABEL
+    assert k3s_vars["__k3s_node_group_label"] == model_servers.NODE_GROUP_LABEL
 
 
 @pytest.mark.slow

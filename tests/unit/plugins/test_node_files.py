@@ -1,4 +1,4 @@
-"""plugins/module_utils/node_files.py on a real directory tree."""
+"""plugins/module_utils/node/node_files.py on a real directory tree."""
 
 import json
 import os
@@ -7,7 +7,7 @@ import subprocess
 import pytest
 from conftest import run_module
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.node_files import (
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.node_files import (
     bad_paths,
     changes,
     diff_entries,

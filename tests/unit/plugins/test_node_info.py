@@ -1,8 +1,8 @@
-"""plugins/module_utils/node_info.py on the real output formats of ufw, firewall-cmd, dpkg-query and systemctl."""
+"""plugins/module_utils/node/node_info.py on the real output formats of ufw, firewall-cmd, dpkg-query and systemctl."""
 
 import pytest
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.node_info import (
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.node_info import (
     active_firewall,
     missing_packages,
     unit_state,

@@ -17,11 +17,11 @@ import pytest
 import yaml
 from conftest import DATA, ROOT, run_playbook, write_site
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import autoscaling, edge, json_logging
-from ansible_collections.aiinfra.k3s.plugins.module_utils import gateway as gw
-from ansible_collections.aiinfra.k3s.plugins.module_utils import serving as sv
-from ansible_collections.aiinfra.k3s.plugins.module_utils import serving_plan as plan
-from ansible_collections.aiinfra.k3s.plugins.module_utils import workloads as wl
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import autoscaling, edge, json_logging
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import gateway as gw
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import model_servers as wl
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import objects as sv
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan import capacity as plan
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 

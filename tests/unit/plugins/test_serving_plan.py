@@ -1,4 +1,4 @@
-"""plugins/module_utils/serving_plan.py and models.py (issue 29, items 7, 12, 13, 14): model-server sizes derived
+"""plugins/module_utils/plan/capacity.py and models.py (issue 29, items 7, 12, 13, 14): model-server sizes derived
 from the model, the weights-fit check that says what it compared (or that it did not run), tensor parallel against
 the attention heads and the nodes, and one finding per cause with numbers an operator can check."""
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import models as md
-from ansible_collections.aiinfra.k3s.plugins.module_utils import serving_plan as plan
-from ansible_collections.aiinfra.k3s.plugins.module_utils import workloads as wl
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import model_servers as wl
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan import capacity as plan
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan import models as md
 
 IMAGE = "vllm/vllm-openai:v0.34.0"
 NEWCOMER = Path(__file__).parents[1] / "data" / "newcomer"

@@ -1,4 +1,4 @@
-"""plugins/module_utils/site_plan.py: the one computed plan of a site (cases in data/site_plan.yml)."""
+"""plugins/module_utils/plan/site_plan.py: the one computed plan of a site (cases in data/site_plan.yml)."""
 
 import copy
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import site_plan
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan import site_plan
 
 DATA = yaml.safe_load((Path(__file__).parents[1] / "data" / "site_plan.yml").read_text())
 CASES = DATA["cases"]
@@ -70,7 +70,7 @@ def test_a_model_is_filled_in_without_changing_the_inventory():
 
 def test_every_variable_the_plan_reads_is_declared_by_a_role():
     from ansible_collections.aiinfra.k3s.plugins.filter.inventory_spec_problems import role_specs
-    from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import merge_specs
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.inventory_spec import merge_specs
 
     declared = merge_specs(role_specs())
     assert [v for v in site_plan.VARIABLES + site_plan.SECRET_VARIABLES if v not in declared] == []

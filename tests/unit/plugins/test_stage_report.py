@@ -3,7 +3,7 @@
 import pytest
 from conftest import run_playbook, write_inventory
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.stage_report import record, report_lines
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.stage_report import record, report_lines
 
 
 def test_all_ran():

@@ -1,4 +1,4 @@
-"""plugins/module_utils/supply_chain.py: download URLs, K3s pins, image digests, charts (cases in data/supply_chain.yml)."""
+"""plugins/module_utils/plan/supply_chain.py: download URLs, K3s pins, image digests, charts (cases in data/supply_chain.yml)."""
 
 import copy
 from pathlib import Path
@@ -7,7 +7,8 @@ import pytest
 import yaml
 
 from ansible_collections.aiinfra.k3s.plugins.filter.k3s_release_problems import k3s_release_problems
-from ansible_collections.aiinfra.k3s.plugins.module_utils import k3s_release, supply_chain
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node import k3s_release
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan import supply_chain
 
 DATA = yaml.safe_load((Path(__file__).parents[1] / "data" / "supply_chain.yml").read_text())
 CASES = DATA["cases"]
@@ -28,7 +29,7 @@ def test_supply_chain(case):
 
 def test_every_variable_is_declared_by_a_role():
     from ansible_collections.aiinfra.k3s.plugins.filter.inventory_spec_problems import role_specs
-    from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import merge_specs
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.inventory_spec import merge_specs
 
     declared = merge_specs(role_specs())
     assert [v for v in supply_chain.VARIABLES if v not in declared] == []

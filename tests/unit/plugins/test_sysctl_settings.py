@@ -1,8 +1,8 @@
-"""plugins/module_utils/sysctl_settings.py against a /proc/sys-shaped tree."""
+"""plugins/module_utils/node/sysctl_settings.py against a /proc/sys-shaped tree."""
 
 import pytest
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.sysctl_settings import (
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.sysctl_settings import (
     HEADER,
     bad_keys,
     live_changes,

@@ -1,4 +1,4 @@
-"""plugins/module_utils/vectoradd.py: the CUDA vectorAdd check's Job and namespace, and the namespaces it refuses
+"""plugins/module_utils/k8s/vectoradd.py: the CUDA vectorAdd check's Job and namespace, and the namespaces it refuses
 (cases in data/vectoradd.yml)."""
 
 import pytest
@@ -8,7 +8,7 @@ from conftest import DATA
 from ansible_collections.aiinfra.k3s.plugins.filter.problem_line import problem_line
 from ansible_collections.aiinfra.k3s.plugins.filter.vectoradd_objects import vectoradd_objects
 from ansible_collections.aiinfra.k3s.plugins.filter.vectoradd_problems import vectoradd_problems
-from ansible_collections.aiinfra.k3s.plugins.module_utils import vectoradd
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import vectoradd
 
 CASES = yaml.safe_load((DATA / "vectoradd.yml").read_text())
 PARAMS = {

@@ -9,9 +9,8 @@ import hmac
 import inspect
 import json
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import consumer_auth
-from ansible_collections.aiinfra.k3s.plugins.module_utils.consumers import consumer_records
-from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import consumer_auth
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.objects import (
     RUN_AS_USER,
     disruption_budget,
     dump_yaml,
@@ -21,6 +20,7 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
     secret,
     spread,
 )
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.consumers import consumer_records
 
 PLACEMENTS = ("cpu", "gpu", "any")
 WEAK_WORDS = ("1234", "change", "example", "password", "secret", "test", "default", "master", "litellm")

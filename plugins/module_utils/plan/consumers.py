@@ -18,7 +18,7 @@ import json
 import re
 import secrets as _random
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import problem, truthy
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.inventory_spec import problem, truthy
 
 CODE = "CONSUMER"
 SITE = "all"

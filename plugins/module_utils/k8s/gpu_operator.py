@@ -9,7 +9,7 @@ served by K3s itself from /var/lib/rancher/k3s/server/static/charts through the 
 
 import copy
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.objects import (
     chart_problems,
     dump_yaml,
     helm_chart,
@@ -90,7 +90,7 @@ def time_slicing_config(replicas, mig_strategy):
             "timeSlicing": {
                 "renameByDefault": False,
                 # A pod asking for two slices would get two slices of one GPU, not two GPUs: refuse such requests
-                # (multi-GPU pods are kept off sliced nodes by node affinity, see workloads.whole_gpus_affinity).
+                # (multi-GPU pods are kept off sliced nodes by node affinity, see model_servers.whole_gpus_affinity).
                 "failRequestsGreaterThanOne": True,
                 "resources": [{"name": "nvidia.com/gpu", "replicas": int(replicas)}],
             }

@@ -9,8 +9,8 @@ delete, a namespace it did not create: the name is refused when it is a system n
 created in it or deleted (``ownership_problems``; the role deletes only the namespace whose uid it read).
 """
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import problem
-from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import harden, namespace
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.objects import harden, namespace
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.inventory_spec import problem
 
 VARIABLE = "gpu_verify_vectoradd_namespace"
 MANAGED_BY = "aiinfra.k3s"

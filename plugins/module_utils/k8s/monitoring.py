@@ -7,7 +7,7 @@ figures in docs/architecture.md (a PrometheusRule, also written as a plain rules
 
 import json
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.objects import (
     helm_chart,
     labels_for,
     namespace,

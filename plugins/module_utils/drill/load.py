@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, aiinfra.k3s developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Fault-injection drill: a bounded, paced request stream against the site's own gateway. The availability
-arithmetic per phase is in drill_report.py (no network code, so the filter that uses it loads nothing else)."""
+arithmetic per phase is in report.py (no network code, so the filter that uses it loads nothing else)."""
 
 import http.client
 import json

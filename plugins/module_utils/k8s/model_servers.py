@@ -7,9 +7,8 @@ model store's local volumes and the NGC secrets."""
 
 import math
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import json_logging
-from ansible_collections.aiinfra.k3s.plugins.module_utils.models import PRESTOP_SECONDS, drain_timing, filled
-from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import json_logging
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.objects import (
     RUN_AS_USER,
     SERVED_NAME,
     autoscaler,
@@ -23,6 +22,7 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
     secret,
     spread,
 )
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.models import PRESTOP_SECONDS, drain_timing, filled
 
 MODEL_WORKLOAD_KIND = "Deployment"
 # Taints the node lifecycle controller puts on a node that stopped answering (unreachable) or reports NotReady.

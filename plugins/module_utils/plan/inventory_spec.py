@@ -12,7 +12,7 @@ import difflib
 import ipaddress
 import re
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.k3s_config import TAINT_EFFECTS
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.k3s_config import TAINT_EFFECTS
 
 # Kubernetes' naming rules as the API server states them (k8s.io/apimachinery/pkg/util/validation).
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

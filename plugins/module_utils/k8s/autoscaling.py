@@ -5,14 +5,14 @@
 its queue depth, maxima bounded by the GPUs the cluster really has; without KEDA, a CPU HorizontalPodAutoscaler on
 the gateway. One autoscaler per target, never two."""
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.models import filled
-from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.objects import (
     autoscaler,
     helm_chart,
     labels_for,
     namespace,
     plain,
 )
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.models import filled
 
 
 def gpu_bounds(vllm_models, nim_models, capacity):
@@ -103,7 +103,7 @@ def autoscaling_manifests(workloads, p):
                 threshold,
                 p["cooldown"],
             )
-            # The target's kind as the workload builders make it (workloads.MODEL_WORKLOAD_KIND for models).
+            # The target's kind as the workload builders make it (model_servers.MODEL_WORKLOAD_KIND for models).
             scaler["spec"]["scaleTargetRef"].update({"apiVersion": "apps/v1", "kind": work["kind"]})
             out.append(scaler)
         elif work["autoscaler"] == "hpa":

@@ -5,7 +5,7 @@
 everything denied, then exactly the seed's paths: ingress controller -> gateway -> model servers, Prometheus
 scraping, DNS, and cert-manager's HTTP-01 solver."""
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import labels_for, plain
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.objects import labels_for, plain
 
 MODEL_COMPONENTS = ["vllm", "nim"]
 

@@ -8,7 +8,15 @@ per cause, with the numbers it was decided on."""
 
 import math
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.models import (
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.model_servers import (
+    KV_CACHE_ROOM,
+    gpu_share,
+    memory_utilization,
+)
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.objects import (
+    image_pinned,
+)
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.models import (
     PRESTOP_SECONDS,
     SERVER_BASE_GIB,
     SHUTDOWN_MARGIN,
@@ -21,14 +29,6 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.models import (
     quantity_bytes,
     store_path_error,
     weights_of,
-)
-from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
-    image_pinned,
-)
-from ansible_collections.aiinfra.k3s.plugins.module_utils.workloads import (
-    KV_CACHE_ROOM,
-    gpu_share,
-    memory_utilization,
 )
 
 
@@ -333,7 +333,7 @@ def stranded_warning(work, capacity, others, reserve_whole):
 def eligible_nodes(work, capacity, reserve_whole=False):
     """The nodes one pod of the workload may land on: with enough GPUs, without time-slicing for a multi-GPU pod,
     only time-sliced ones for a one-GPU pod when reserve_whole (multi-GPU models in the plan keep the whole GPUs,
-    workloads.whole_gpus_affinity), and among the model's own ``nodes`` where the plan gives them."""
+    model_servers.whole_gpus_affinity), and among the model's own ``nodes`` where the plan gives them."""
     allowed = (work.get("model") or {}).get("nodes")
     if isinstance(allowed, list):
         # The site plan decided them (placement and the slicing rules): only the GPU count is left to check.

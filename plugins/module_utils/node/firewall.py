@@ -172,7 +172,7 @@ def firewall_plan(values):
     range, which a host on the node network could forge. The pod and service ranges come from the inventory's
     K3s settings; they are in the plan for the report and for firewalls that can only match addresses.
     """
-    from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import problem, truthy
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.inventory_spec import problem, truthy
 
     problems = []
     enabled = truthy(values.get("prereq_firewall_enabled", True))

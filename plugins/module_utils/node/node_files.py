@@ -6,7 +6,7 @@ must not exist. Plain read-only functions; the module adds ownership, mode and A
 
 import os
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.manifest_files import read
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.manifest_files import read
 
 
 def changes(directories, files, links, absent):

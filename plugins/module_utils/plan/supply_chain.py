@@ -19,8 +19,8 @@ Every check returns problems ``{code, severity, host, variable, problem, fix}`` 
 
 import re
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import k3s_release
-from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import problem, truthy
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node import k3s_release
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.inventory_spec import problem, truthy
 
 SITE = "all"
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")

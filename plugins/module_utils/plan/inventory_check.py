@@ -10,7 +10,7 @@ validate playbook can report all of them at once.
 import ipaddress
 import re
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import k3s_config, k3s_release
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node import k3s_config, k3s_release
 
 # Per-host variables the cluster checks read (from hostvars, falling back to defaults).
 CLUSTER_VARS = (

@@ -46,22 +46,28 @@ Roles read the plan and their own variables; none reads another role's facts.
 
 import difflib
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import consumers as consumer_rules
-from ansible_collections.aiinfra.k3s.plugins.module_utils import edge, firewall, gateway, monitoring
-from ansible_collections.aiinfra.k3s.plugins.module_utils.autoscaling import autoscaling_problems, gpu_bounds
-from ansible_collections.aiinfra.k3s.plugins.module_utils.inventory_spec import LABEL_VALUE, problem, truthy
-from ansible_collections.aiinfra.k3s.plugins.module_utils.models import STORE_PATH_FIX, as_int, filled, store_path_error
-from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import dns_name
-from ansible_collections.aiinfra.k3s.plugins.module_utils.serving_plan import (
-    capacity_findings,
-    node_loss_capacity,
-    plan_findings,
-)
-from ansible_collections.aiinfra.k3s.plugins.module_utils.workloads import (
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import edge, gateway, monitoring
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.autoscaling import autoscaling_problems, gpu_bounds
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.model_servers import (
     GPU_TYPE_LABEL,
     MODEL_WORKLOAD_KIND,
     NODE_GROUP_LABEL,
     SHARED_LABEL,
+)
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.objects import dns_name
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node import firewall
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan import consumers as consumer_rules
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.capacity import (
+    capacity_findings,
+    node_loss_capacity,
+    plan_findings,
+)
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.inventory_spec import LABEL_VALUE, problem, truthy
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.models import (
+    STORE_PATH_FIX,
+    as_int,
+    filled,
+    store_path_error,
 )
 
 # The variables the plan reads (role defaults apply where the inventory sets none).

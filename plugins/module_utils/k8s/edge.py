@@ -8,7 +8,7 @@ cert-manager (a K3s HelmChart) issuing the certificate from an ACME HTTP-01 or a
 
 import re
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.serving import (
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.objects import (
     dump_yaml,
     helm_chart,
     labels_for,

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Building blocks of the serving stack's manifests, as plain data: names, labels, namespaces, K3s HelmCharts,
 probes, pod hardening, spreading, disruption budgets, autoscalers and secrets. The workloads are built from
-them in workloads.py; the plan checks are in serving_plan.py."""
+them in model_servers.py; the plan checks are in plan/capacity.py."""
 
 import base64
 import json
