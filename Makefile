@@ -14,7 +14,7 @@ K3S_AIRGAP_DIR ?=
 ANSIBLE_ARGS ?=
 MOLECULE_SCENARIOS ?= $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
 
-export CONTAINERS_CONF := $(CURDIR)/lab/containers.conf
+export CONTAINERS_CONF := $(CURDIR)/lab/nodes/containers.conf
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_HOME := $(CACHE)/ansible-home
 export ANSIBLE_COLLECTIONS_PATH := $(CACHE)/collections
@@ -53,53 +53,53 @@ venv: $(BIN)/.installed ## Create the project venv (Python >= 3.12, pinned tools
 # Each Python environment is installed from a lock with the sha256 of every file (`pip install --require-hashes`):
 # a release replaced on PyPI under the same version fails to install. Edit the .in file, run this, review the diff.
 locks: venv ## Refresh the hashed Python locks (requirements-dev.txt, the LiteLLM and vLLM locks) from their .in files
-	$(BIN)/python lab/locks.py compile
+	$(BIN)/python -m lab.pins.locks compile
 
 links: ## Point the collections path at this working tree
 	@mkdir -p "$(dir $(LINK))" "$(ANSIBLE_HOME)"
 	@ln -sfn ../../../.. "$(LINK)"
 
 lab-up: venv links ## Build the node image if needed and start the lab nodes
-	$(BIN)/python lab/labctl.py up --servers $(LAB_SERVERS) --gpu-agents $(LAB_GPU_AGENTS)
+	$(BIN)/python -m lab.nodes.labctl up --servers $(LAB_SERVERS) --gpu-agents $(LAB_GPU_AGENTS)
 
 lab-bundle: venv links kube-build ## Build the lab's K3s stand-in bundle: node components from Go modules, images
-	$(BIN)/python lab/k3sbundle.py build
+	$(BIN)/python -m lab.nodes.k3sbundle build
 
 # The whole site on real kubelets: the k3s role installs the stand-in bundle through its airgap path (or the real
 # K3s release in K3S_AIRGAP_DIR, whose image directory must then also hold the lab's images); the stand-in device
 # plugin gives the GPU nodes their inventory's GPUs.
 lab: lab-bundle lab-up ## Start the lab, converge playbooks/site.yml on real kubelets; last line KUBECONFIG=<path>
-	$(BIN)/python lab/labctl.py device-plugins --bin "$$($(BIN)/python lab/nodebuild.py path)"
+	$(BIN)/python -m lab.nodes.labctl device-plugins --bin "$$($(BIN)/python -m lab.nodes.nodebuild path)"
 	$(BIN)/ansible-playbook playbooks/site.yml -i inventories/lab -e k3s_install_mode=airgap \
-	  -e k3s_airgap_dir="$(or $(K3S_AIRGAP_DIR),$$($(BIN)/python lab/k3sbundle.py path))" $(ANSIBLE_ARGS)
-	@$(BIN)/python lab/labctl.py serving --kubeconfig $(LAB_KUBECONFIG) \
-	  --kubectl "$$($(BIN)/python lab/nodebuild.py path)/kubectl"
+	  -e k3s_airgap_dir="$(or $(K3S_AIRGAP_DIR),$$($(BIN)/python -m lab.nodes.k3sbundle path))" $(ANSIBLE_ARGS)
+	@$(BIN)/python -m lab.nodes.labctl serving --kubeconfig $(LAB_KUBECONFIG) \
+	  --kubectl "$$($(BIN)/python -m lab.nodes.nodebuild path)/kubectl"
 
 lab-live: venv links test-tools ## Real kubelets: `make lab`, the tests of tests/lab on it, then `make lab-down` (always)
 	@rc=0; { $(MAKE) --no-print-directory lab && LAB_LIVE_REQUIRED=1 $(BIN)/pytest -p no:cacheprovider -rA tests/lab; } || rc=$$?; \
 	$(MAKE) --no-print-directory lab-down; exit $$rc
 
 lab-down: ## Remove the lab nodes, volumes, network, inventory, key and kubeconfig; restore the host sysctls
-	python3 lab/labctl.py down --kubeconfig $(LAB_KUBECONFIG)
+	python3 -m lab.nodes.labctl down --kubeconfig $(LAB_KUBECONFIG)
 
 lab-status: ## List the lab nodes
-	python3 lab/labctl.py status
+	python3 -m lab.nodes.labctl status
 
 kube-build: ## Build Kubernetes (the release of k3s_version), etcd, kwok and helm from Go modules (cached under .cache/)
-	$(BIN)/python lab/kubebuild.py build
-	$(BIN)/python lab/helmbuild.py build
+	$(BIN)/python -m lab.live.kubebuild build
+	$(BIN)/python -m lab.live.helmbuild build
 
 cluster: venv links ## Live control plane on loopback, kwok nodes of CLUSTER_INVENTORY; last line KUBECONFIG=<path>
-	@$(BIN)/python lab/cluster.py up --inventory $(CLUSTER_INVENTORY)
+	@$(BIN)/python -m lab.live.cluster up --inventory $(CLUSTER_INVENTORY)
 
 cluster-down: ## Stop the live control plane and remove its state
-	python3 lab/cluster.py down
+	python3 -m lab.live.cluster down
 
 versions: venv links ## Each pin against the newest release PyPI and the Go module proxy list; fails past end of support
-	$(BIN)/python lab/versions.py
+	$(BIN)/python -m lab.pins.versions
 
 charts: venv links ## Render the GPU Operator and cert-manager charts (Go modules) with our values; unknown value paths fail
-	$(BIN)/python lab/charts.py check --inventory inventories/example --allow-unavailable
+	$(BIN)/python -m lab.live.charts check --inventory inventories/example --allow-unavailable
 
 live: venv links test-tools kube-build ## Live tests: every API-side stage against the real control plane (kwok nodes)
 	$(BIN)/pytest tests/live
@@ -158,16 +158,16 @@ $(LITELLM_VENV)/.installed: tests/gateway/requirements-litellm.txt | venv
 	@touch "$@"
 
 gateway: venv links test-tools kube-build $(LITELLM_VENV)/.installed ## The real LiteLLM proxy behind the real Traefik (its CRD provider on a live API server) with the rendered objects (stand-in backends)
-	$(BIN)/python lab/nodebuild.py build --part traefik
+	$(BIN)/python -m lab.nodes.nodebuild build --part traefik
 	$(BIN)/pytest tests/gateway
 
 runtime: venv links ## The real vLLM package started as each rendered model server (its uid without passwd entry, read-only root)
-	$(BIN)/python lab/runtime.py install-vllm
+	$(BIN)/python -m lab.live.runtime install-vllm
 	$(BIN)/pytest tests/runtime
 
 molecule: venv links ## Molecule scenarios on lab nodes
-	$(BIN)/python lab/labctl.py image
-	export LAB_IMAGE=$$($(BIN)/python lab/labctl.py hash); \
+	$(BIN)/python -m lab.nodes.labctl image
+	export LAB_IMAGE=$$($(BIN)/python -m lab.nodes.labctl hash); \
 	failed=; for s in $(MOLECULE_SCENARIOS); do $(BIN)/molecule test -s $$s || failed="$$failed $$s"; done; \
 	if [ -n "$$failed" ]; then echo "[molecule] failed scenarios:$$failed" >&2; exit 1; fi
 
@@ -176,7 +176,7 @@ molecule: venv links ## Molecule scenarios on lab nodes
 test: venv links ## Everything CI runs: lint, sanity, runtime, unit, gateway, live, lab-live, molecule (each part's wall time)
 	@for t in lint sanity runtime kube-build unit gateway live lab-live molecule; do \
 	  t0=$$(date +%s); $(MAKE) --no-print-directory $$t; echo "[time] make $$t: $$(( $$(date +%s) - t0 ))s"; \
-	  $(BIN)/python lab/diskuse.py after $$t; \
+	  $(BIN)/python -m lab.diskuse after $$t; \
 	done
 
 bench: venv links kube-build test-tools $(LITELLM_VENV)/.installed ## Builds, live cluster, apply and verifier timings; lab converge; edge latency; manifest render; gateway auth latency

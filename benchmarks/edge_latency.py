@@ -25,6 +25,7 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the lab package, which tests/lab/test_lab_live.py imports
 sys.path.insert(0, str(ROOT / "tests" / "lab"))
 os.environ.setdefault("LAB_LIVE_REQUIRED", "")
 

@@ -60,7 +60,7 @@ def make(*args, timeout=1800):
     return elapsed, parse_recap(proc.stdout)
 
 
-ENV = dict(os.environ, CONTAINERS_CONF=str(ROOT / "lab" / "containers.conf"))
+ENV = dict(os.environ, CONTAINERS_CONF=str(ROOT / "lab" / "nodes" / "containers.conf"))
 UNITS = {"b": 1, "kb": 1e3, "kib": 1024, "mb": 1e6, "mib": 1024**2, "gb": 1e9, "gib": 1024**3}
 
 
@@ -109,7 +109,7 @@ def main():
     args = parser.parse_args()
     counts = args.nodes or [3, 12]
     make("venv", "links")
-    subprocess.run([sys.executable, "lab/labctl.py", "image"], cwd=ROOT, check=True)
+    subprocess.run([sys.executable, "-m", "lab.nodes.labctl", "image"], cwd=ROOT, check=True)
     bundle, _recap = make("lab-bundle")
     print(f"lab bundle (node components, images, stand-in): {bundle:.1f}s")
     rows, memory = [], []

@@ -19,14 +19,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "lab"))
+sys.path.insert(0, str(ROOT))  # the lab package (run as a script, the repository root is not on sys.path)
 sys.path.insert(0, str(ROOT / "tests" / "unit"))
 
-import cluster  # noqa: E402
-import helmbuild  # noqa: E402
-import kubebuild  # noqa: E402
 import yaml  # noqa: E402
 from conftest import ansible_env, run_playbook, tool, write_site  # noqa: E402
+
+from lab.live import cluster, helmbuild, kubebuild  # noqa: E402
+from lab.pins import read_pin  # noqa: E402
 
 STATE = ROOT / ".cache" / "cluster-bench"
 SECRETS = {
@@ -89,7 +89,7 @@ def main():
     parser.add_argument("--pods", type=int, default=20000)
     parser.add_argument("--skip-site", action="store_true")
     args = parser.parse_args()
-    k3s = kubebuild.pinned_k3s_version(kubebuild.K3S_DEFAULTS.read_text())
+    k3s = read_pin("k3s_version")
     timed("build Kubernetes, etcd, kwok (cached after the first run)", lambda: kubebuild.build(k3s))
     timed("build helm (cached after the first run)", helmbuild.build)
     cluster.down(STATE, quiet=True)

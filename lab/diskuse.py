@@ -1,7 +1,8 @@
 """What the test stages leave on disk, and (in CI only) the caches no later stage of `make test` needs.
 
-    diskuse.py after <stage>    print the free space and the big caches; with AIINFRA_CI_PRUNE=1, remove what
-                                PRUNE_AFTER names for that stage
+    python -m lab.diskuse after <stage>
+                    print the free space and the big caches; with AIINFRA_CI_PRUNE=1, remove what PRUNE_AFTER
+                    names for that stage
 
 A fresh CI machine's free disk varies widely (tens of GiB, and sometimes far less), and `make test` fetches a
 lot: the vLLM package with its CUDA wheels (about 9.5 GiB installed), the Go module and build caches of the
@@ -25,7 +26,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from lab import ROOT
+
 CACHE = ROOT / ".cache"
 
 

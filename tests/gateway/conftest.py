@@ -6,6 +6,6 @@ import traefik_edge
 
 @pytest.fixture(scope="session")
 def edge_api(tmp_path_factory):
-    """lab/cluster.py's control plane, started once for every test of tests/gateway that needs an edge."""
+    """lab/live/cluster.py's control plane, started once for every test of tests/gateway that needs an edge."""
     with traefik_edge.control_plane(tmp_path_factory.mktemp("api")) as api:
         yield api

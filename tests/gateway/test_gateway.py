@@ -1,6 +1,6 @@
 """The gateway as clients and Prometheus meet it: the real LiteLLM proxy (PyPI, the release the image pins;
 `make gateway` installs it) started with the config and the container arguments and environment that
-render.yml writes, as the pod runs it (lab/runtime.py: the rendered uid without a passwd entry, a read-only
+render.yml writes, as the pod runs it (lab/live/runtime.py: the rendered uid without a passwd entry, a read-only
 root with only /tmp writable, the config ConfigMap mounted read-only where the pod mounts it), behind Traefik's
 the real Traefik proxy (the lab's build of the release K3s bundles) whose CRD provider reads the rendered
 IngressRoute, its Middlewares (HSTS, key headers, rate limit in Redis, strip prefix) and TLSOption from a real API
@@ -8,7 +8,7 @@ server (tests/gateway/traefik_edge.py), over HTTPS with the route's host as SNI.
 
 Simulated, and named so: the model servers are stand-in backends on loopback (an OpenAI-compatible
 /v1/chat/completions that answers with the model name it was asked for; a vLLM model's stand-in requires the
-rendered model servers' key as vLLM does, with the lab stand-in's check, lab/node/model_server_standin.py), and the
+rendered model servers' key as vLLM does, with the lab stand-in's check, lab/nodes/programs/model_server_standin.py), and the
 rendered api_base of each model is pointed at its stand-in instead of the cluster Service (the one change to the
 config); LiteLLM
 listens on a free loopback port instead of the container port, which Traefik reaches through an ExternalName
@@ -25,30 +25,26 @@ import secrets
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 import traefik_edge
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "lab"))
-sys.path.insert(0, str(ROOT / "lab" / "node"))
-import model_server_standin  # noqa: E402
-import runtime  # noqa: E402
+from lab import ROOT
+from lab.live import runtime
+from lab.nodes.programs import model_server_standin  # the lab's stand-in: its key check is the one under test
 
 # The unit tests' helpers (running playbooks with the working tree's collection, writing a site inventory).
 _spec = importlib.util.spec_from_file_location("unit_helpers", ROOT / "tests" / "unit" / "conftest.py")
 helpers = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(helpers)  # it also makes the collection importable
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import consumers  # noqa: E402
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan import consumers  # noqa: E402
 
 LITELLM = ROOT / ".cache" / "litellm-venv" / "bin" / "litellm"
 LIVE_SITES = {s["id"]: s for s in yaml.safe_load((ROOT / "tests" / "live" / "sites.yml").read_text())}
@@ -444,7 +440,7 @@ def test_the_gateway_sends_the_model_servers_key_which_a_direct_call_lacks(gatew
     request is answered, the stand-in having seen `Bearer <key>`; the same call straight to the model server, as a
     pod that gets past the network policy would make it, is refused 401 (with a client's key too), while /health
     and /metrics stay open for the probes and Prometheus. A NIM model's server (no API key) is never sent it."""
-    from ansible_collections.aiinfra.k3s.plugins.module_utils import gateway as gw
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import gateway as gw
 
     key = gateway["pod_files"]["model_key"]
     assert key == gw.model_api_key(gateway["key"])

@@ -1,10 +1,10 @@
 """The edge of the gateway tests: the real Traefik proxy, loaded by its own Kubernetes CRD provider with the
 collection's rendered IngressRoute, Middlewares, TLSOption and Secrets from a real API server.
 
-What is real: the Traefik binary (lab/nodebuild.py's `traefik` part: github.com/traefik/traefik/v3 at the release
+What is real: the Traefik binary (lab/nodes/nodebuild.py's `traefik` part: github.com/traefik/traefik/v3 at the release
 K3s v1.36.4 installs, built without the ACME DNS-challenge providers and the dashboard's web UI, named so there),
 its kubernetescrd provider, routers, middlewares (rate limit in Redis, strip prefix, headers, HSTS), TLS and TLS
-options; the API server, etcd and controllers of lab/cluster.py (Kubernetes from its Go modules, kwok nodes); the
+options; the API server, etcd and controllers of lab/live/cluster.py (Kubernetes from its Go modules, kwok nodes); the
 rendered objects, applied as they are.
 
 Simulated, and named so, where a pod network or cert-manager would stand:
@@ -14,7 +14,7 @@ Simulated, and named so, where a pod network or cert-manager would stand:
     site); clients verify it against that CA, with the route's host as SNI;
   * Traefik runs as a process on loopback (its entry point `websecure` on a free port), one namespace per edge
     configuration, its token a short-lived one of the lab's Traefik ServiceAccount (the chart's RBAC,
-    lab/k3sbundle.py).
+    lab/nodes/k3sbundle.py).
 
 Every request goes to loopback only, in bounded loops.
 """
@@ -30,19 +30,16 @@ import os
 import socket
 import ssl
 import subprocess
-import sys
 import time
 import urllib.parse
 from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "lab"))
-import cluster  # noqa: E402
-import k3sbundle  # noqa: E402
-import kubebuild  # noqa: E402
-import nodebuild  # noqa: E402
+from lab import ROOT
+from lab.live import cluster
+from lab.nodes import k3sbundle, nodebuild
+from lab.pins import read_pin
 
 STATE = ROOT / ".cache" / "cluster-gateway"
 TRAEFIK_KINDS = ("IngressRoute", "Middleware", "TLSOption", "ServersTransport")
@@ -56,10 +53,10 @@ def free_port() -> int:
 
 
 def traefik_binary() -> Path:
-    """The lab's Traefik (built once, cached by lab/nodebuild.py; `make gateway` builds it first)."""
-    path = nodebuild.part_dir(kubebuild.pinned_k3s_version(kubebuild.K3S_DEFAULTS.read_text()), "traefik") / "traefik"
+    """The lab's Traefik (built once, cached by lab/nodes/nodebuild.py; `make gateway` builds it first)."""
+    path = nodebuild.part_dir(read_pin("k3s_version"), "traefik") / "traefik"
     if not path.is_file():
-        raise AssertionError("Traefik is not built: run `.venv/bin/python lab/nodebuild.py build --part traefik`")
+        raise AssertionError("Traefik is not built: run `.venv/bin/python -m lab.nodes.nodebuild build --part traefik`")
     return path
 
 
@@ -93,7 +90,7 @@ class Cluster:
 
 @contextlib.contextmanager
 def control_plane(tmp: Path):
-    """lab/cluster.py's control plane in a state directory of the gateway tests; stopped at the end."""
+    """lab/live/cluster.py's control plane in a state directory of the gateway tests; stopped at the end."""
     kubeconfig = cluster.up(STATE)
     try:
         yield Cluster(kubeconfig, tmp)
@@ -155,10 +152,10 @@ def request(method, url, host=None, key=None, body=None, timeout=30, headers=Non
         sent["Authorization"] = "Bearer " + key
     if parts.scheme == "https":
         # (imported here: the test modules make the collection importable after this module is loaded)
-        from ansible_collections.aiinfra.k3s.plugins.module_utils import drill
+        from ansible_collections.aiinfra.k3s.plugins.module_utils.drill import load
 
         # The drill's connection (the collection's own): TLS to the address with the host as SNI and checked name.
-        conn = drill._ConnectToHTTPS(host, parts.hostname, parts.port, timeout, tls.context)
+        conn = load._ConnectToHTTPS(host, parts.hostname, parts.port, timeout, tls.context)
     else:
         conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
     try:

@@ -1,7 +1,7 @@
 """The site on REAL kubelets: `make lab` converged playbooks/site.yml on the podman lab nodes, whose K3s is the
-lab's stand-in bundle (lab/k3sbundle.py: kubelet, containerd, flannel, kube-proxy and the control plane from their
+lab's stand-in bundle (lab/nodes/k3sbundle.py: kubelet, containerd, flannel, kube-proxy and the control plane from their
 Go modules; not K3s). Containers really run here: the real LiteLLM proxy, Debian's Redis and the STAND-IN model
-server (lab/node/model_server_standin.py) in place of vLLM; GPUs come from the STAND-IN device plugin (no GPU).
+server (lab/nodes/programs/model_server_standin.py) in place of vLLM; GPUs come from the STAND-IN device plugin (no GPU).
 
 Run by `make lab-live` after `make lab`; every wait is bounded, traffic stays on the lab network.
 """
@@ -20,21 +20,19 @@ from pathlib import Path
 
 import pytest
 
+from lab.live import cluster, kubebuild  # cluster: the lab's inventory reader
+from lab.nodes import nodebuild
+from lab.pins import read_pin
+
 ROOT = Path(__file__).resolve().parents[2]
 KUBECONFIG = Path(os.environ.get("LAB_KUBECONFIG", Path.home() / ".kube" / "aiinfra-lab.yaml"))
 NAMESPACE = "ai-serving"
 CLIENT_NS = "aiinfra-lab-client"
-ENV = dict(os.environ, CONTAINERS_CONF=str(ROOT / "lab" / "containers.conf"))
+ENV = dict(os.environ, CONTAINERS_CONF=str(ROOT / "lab" / "nodes" / "containers.conf"))
 
-
-sys.path.insert(0, str(ROOT / "lab"))
-import cluster  # noqa: E402 - the lab's inventory reader
-import kubebuild  # noqa: E402
-import nodebuild  # noqa: E402
-
-KUBECTL = [str(nodebuild.plan(kubebuild.pinned_k3s_version(kubebuild.K3S_DEFAULTS.read_text()))[1] / "kubectl"),
+KUBECTL = [str(nodebuild.plan(read_pin("k3s_version"))[1] / "kubectl"),
            "--kubeconfig", str(KUBECONFIG)]  # fmt: skip
-KUBERNETES = kubebuild.kubernetes_version(kubebuild.pinned_k3s_version(kubebuild.K3S_DEFAULTS.read_text()))
+KUBERNETES = kubebuild.kubernetes_version(read_pin("k3s_version"))
 
 # `make lab-live` sets LAB_LIVE_REQUIRED: there, no lab cluster is a failure, not a skip.
 if not KUBECONFIG.exists() and os.environ.get("LAB_LIVE_REQUIRED"):
@@ -51,7 +49,7 @@ def get(*args: str) -> dict:
 
 
 def inventory() -> list[dict]:
-    """The lab inventory's nodes (name, server, gpu, count, replicas), read as lab/cluster.py reads it."""
+    """The lab inventory's nodes (name, server, gpu, count, replicas), read as lab/live/cluster.py reads it."""
     return cluster.inventory_nodes(cluster.read_inventory(ROOT / "inventories" / "lab"))
 
 
@@ -501,7 +499,7 @@ def test_a_request_through_the_gateway_service_dns_name(client_ns):
 
 
 # ---------------------------------------------------------------- the edge: the real Traefik on the lab nodes
-# The lab's Traefik (lab/k3sbundle.py: the real proxy at the release K3s installs, built without the ACME DNS
+# The lab's Traefik (lab/nodes/k3sbundle.py: the real proxy at the release K3s installs, built without the ACME DNS
 # providers; the lab's own manifests in place of K3s's chart; a NodePort where K3s has ServiceLB) reads the
 # collection's IngressRoutes and Middlewares from the API server. Requests go from this machine to a lab node's
 # address on the lab network. No cert-manager runs in the lab yet, so Traefik answers with its default
@@ -1025,8 +1023,8 @@ def podman(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 def converge() -> subprocess.CompletedProcess:
     """playbooks/site.yml on the lab as `make lab` runs it (the stand-in bundle through the airgap path)."""
-    bundle = subprocess.run([sys.executable, str(ROOT / "lab" / "k3sbundle.py"), "path"], capture_output=True,
-                            text=True, check=True, timeout=60).stdout.strip()  # fmt: skip
+    bundle = subprocess.run([sys.executable, "-m", "lab.nodes.k3sbundle", "path"], capture_output=True,
+                            text=True, check=True, timeout=60, cwd=ROOT).stdout.strip()  # fmt: skip
     return subprocess.run(
         [str(ROOT / ".venv" / "bin" / "ansible-playbook"), str(ROOT / "playbooks" / "site.yml"),
          "-i", str(ROOT / "inventories" / "lab"), "-e", "k3s_install_mode=airgap", "-e", f"k3s_airgap_dir={bundle}"],

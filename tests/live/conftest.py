@@ -1,25 +1,22 @@
 """Live tests: a real Kubernetes control plane on loopback, started once per test run.
 
 The API server, etcd, scheduler and controllers are the real ones, built from the Go modules of the
-Kubernetes release of `k3s_version` (lab/kubebuild.py); every node is a kwok node, so no container runs,
-no image is pulled and no GPU exists. See lab/cluster.py for what is real and what is simulated.
+Kubernetes release of `k3s_version` (lab/live/kubebuild.py); every node is a kwok node, so no container runs,
+no image is pulled and no GPU exists. See lab/live/cluster.py for what is real and what is simulated.
 """
 
 import importlib.util
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "lab"))
-
-import cluster  # noqa: E402
+from lab import ROOT
+from lab.live import cluster
 
 # The unit tests' helpers (running playbooks and modules with the working tree's collection).
 _spec = importlib.util.spec_from_file_location("unit_helpers", ROOT / "tests" / "unit" / "conftest.py")

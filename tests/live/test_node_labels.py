@@ -3,9 +3,10 @@ the inventory's hosts, idempotent, and what the inventory drops is dropped from 
 
 import json
 
-import cluster
 import pytest
 from conftest import ROOT, helpers, run_playbook, stage_entries, task_results
+
+from lab.live import cluster
 
 LAB = ROOT / "inventories" / "lab"
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}

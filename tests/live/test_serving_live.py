@@ -10,12 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import cluster
 import pytest
 import yaml
 from conftest import ROOT, failures, helpers, run_playbook, stage_entries
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import gateway  # importable once conftest ran
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import gateway  # importable once conftest ran
+from lab.live import cluster
 
 SITES = yaml.safe_load((Path(__file__).parent / "sites.yml").read_text())
 GPU_TAINT_KEY = "nvidia.com/gpu"

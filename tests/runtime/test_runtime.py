@@ -3,7 +3,7 @@ carries (vLLM 0.34.0 from PyPI, `make runtime` installs it; tests/runtime/requir
 PyPI lacks) started exactly as each rendered vLLM container starts it: the image's entrypoint (`vllm serve`) with
 the rendered arguments and environment, as the pod's uid with no passwd entry, on a read-only root where only the
 pod's emptyDirs (/tmp, /dev/shm) are writable, with the pod's read-only mounts (the model store, the logging
-ConfigMap) at their mount paths (lab/runtime.py builds that from read-only bind mounts; no image can be pulled).
+ConfigMap) at their mount paths (lab/live/runtime.py builds that from read-only bind mounts; no image can be pulled).
 
 There is no GPU here: vLLM 0.34 stops while it builds its argument parser ("Failed to infer device type"), which
 is where a passing start ends. Two more runs in the same sandbox cover what a GPU start reaches later: the rendered
@@ -18,22 +18,20 @@ check refuses /v1 without the key and leaves /health and /metrics open.
 
 import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "lab"))
-import runtime  # noqa: E402
+from lab import ROOT
+from lab.live import runtime
 
 # The unit tests' helpers (running playbooks with the working tree's collection, writing a site inventory).
 _spec = importlib.util.spec_from_file_location("unit_helpers", ROOT / "tests" / "unit" / "conftest.py")
 helpers = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(helpers)
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import gateway  # noqa: E402
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import gateway  # noqa: E402
 
 PROBES = Path(__file__).parent / "probes"
 VLLM = runtime.VLLM_VENV.resolve() / "bin" / "vllm"

@@ -4,8 +4,9 @@ no later part of the Makefile's `test` target reads."""
 import re
 from pathlib import Path
 
-import diskuse
 import pytest
+
+from lab import diskuse
 
 ROOT = Path(__file__).resolve().parents[3]
 

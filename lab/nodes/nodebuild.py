@@ -1,0 +1,666 @@
+"""Build the node components K3s bundles from their Go modules, for real kubelets in the lab's podman nodes.
+
+    python -m lab.nodes.nodebuild build [--k3s-version vX.Y.Z+k3sN]
+                                          build (or find cached) binaries, print their directory
+    python -m lab.nodes.nodebuild path    print the directory the current recipe would use
+    python -m lab.nodes.nodebuild build|path --part NAME
+                                          the same for one component alone (the gateway tests build only
+                                          `traefik`); each component is built once into
+                                          .cache/node/parts/<its own key>, which the whole build reuses
+
+K3s itself, and the forks its go.mod swaps in for Kubernetes and containerd, are refused by the Go module
+proxy (see kubebuild.py). This tool builds the same components from the upstream modules the forks are based
+on, at the versions K3s v1.36.4+k3s1 carries where those could be established (the sources are named next to
+each version below), or the nearest the proxy serves. The last line of `build` is the absolute path of
+.cache/node/<recipe-key>/bin, which holds static linux/amd64 executables (CGO_ENABLED=0, -trimpath, -s -w):
+
+  * kubelet, kube-proxy, kubectl from k8s.io/kubernetes at the Kubernetes version of `k3s_version`, with the
+    replaces and version flags kubebuild derives; kube-apiserver, kube-controller-manager, kube-scheduler and
+    etcd copied from kubebuild's output (kubebuild.build);
+  * containerd, containerd-shim-runc-v2, ctr (github.com/containerd/containerd/v2);
+  * the CNI plugins bridge, host-local, loopback, portmap (github.com/containernetworking/plugins);
+  * flanneld (github.com/flannel-io/flannel's main.go without its udp backend, cgo-only on amd64, and its
+    tencentvpc backend, whose SDK the proxy refuses; K3s registers neither) and coredns (github.com/coredns/coredns);
+  * traefik, the proxy K3s deploys as its ingress controller (github.com/traefik/traefik/v3 at the release K3s's
+    Traefik chart runs), built inside a copy of its module with named omissions: no ACME DNS-challenge providers
+    (their cloud SDKs are refused by the proxy), no dashboard web UI (not in the module), and a local copy of its
+    nested dynamic/ext module (not served; empty extension structs upstream);
+  * helm-controller (github.com/k3s-io/helm-controller at the release K3s embeds, lab/live/crds.py's K3S_EMBEDDED),
+    unchanged: K3s runs it inside its server process, the lab's node runs it as a separate process;
+  * cert-manager-controller, cert-manager-webhook, cert-manager-cainjector: cert-manager's code
+    (github.com/cert-manager/cert-manager at the collection's cert_manager_chart_version) built inside a copy of
+    its module with the LAB'S OWN main packages (lab/nodes/certmanager/{controller,webhook,cainjector}, written there
+    as cmd/aiinfra-lab/<dir>): upstream's mains live in nested modules .../cmd/<component>, which the module zip
+    leaves out and the proxy does not serve. The controller main starts cert-manager's own Certificate,
+    CertificateRequest (approver, CA, SelfSigned), Issuer and ClusterIssuer controllers, not ACME, Vault, Venafi,
+    the CSR signers or the shims; the webhook and cainjector mains run upstream's webhook server and injectors;
+  * pause (lab/nodes/programs/pause: the lab's Go build of the pause container's behaviour, not the upstream C binary);
+  * aiinfra-lab-device-plugin (lab/nodes/programs/deviceplugin: a STAND-IN NVIDIA device plugin, no GPU);
+  * aiinfra-lab-supervisor (lab/nodes/programs/supervisor: a STAND-IN for K3s's supervisor on port 6443: /static/ served
+    anonymously, everything else proxied to kube-apiserver);
+  * versions.json: per binary, {"module", "version", "k3s_carries", "note"}.
+
+The recipe (versions, flags, Go version, kubebuild's key, a digest of lab/nodes/programs) is hashed into the directory
+name; a second run builds nothing and says "cached". Only the standard library is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lab import ROOT
+from lab.live import crds, kubebuild
+from lab.live.kubebuild import BuildError
+from lab.pins import PinError, read_pin
+
+CACHE = ROOT / ".cache" / "node"
+HERE = Path(__file__).resolve().parent  # lab/nodes
+NODE_SOURCES = HERE / "programs"
+LDFLAGS = "-s -w"
+BUILD_FLAGS = ("-trimpath",)
+RECIPE_VERSION = 1  # bump when the build steps below change
+
+# What K3s v1.36.4+k3s1 carries, and where that was read (sources outside this repository, found with a code
+# search; the forks are refused by the proxy, so the upstream release each fork is based on is built):
+#  * containerd: github.com/k3s-io/containerd/v2 v2.3.4-k3s1.36 (K3s v1.36.4+k3s1 release notes, quoted in
+#    changelogs/fragments/12-current-releases-serving-plan.yml; a v1.36.4+k3s1 node reports
+#    containerd://2.3.4-k3s1.36). Upstream v2.3.4 is served.
+#  * CNI plugins: k3s-io/plugins v1.9.1-k3s1 (VERSION_CNIPLUGINS in K3s's scripts/version.sh of 2026).
+#  * flannel: v0.28.4 in K3s v1.36.0+k3s1's release notes and in K3s main's go.mod (Kubernetes 1.37.0-rc.1
+#    replaces); no source names v1.36.4's, so k3s_carries stays null.
+#  * CoreDNS: rancher/mirrored-coredns-coredns:1.14.6 observed on a v1.36.4+k3s1 cluster.
+#  * etcd: k3s-io/etcd v3.6.14-k3s1 (release notes, as above); kubebuild builds the version Kubernetes needs.
+CONTAINERD = ("github.com/containerd/containerd/v2", "v2.3.4", "v2.3.4-k3s1.36")
+CNI_PLUGINS = ("github.com/containernetworking/plugins", "v1.9.1", "v1.9.1-k3s1")
+FLANNEL = ("github.com/flannel-io/flannel", "v0.28.4", None)
+# flanneld is flannel's own main.go, built without two of its backend registrations: udp, whose amd64 code needs
+# cgo (undefined: runCProxy with CGO_ENABLED=0), and tencentvpc, whose SDK
+# github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common@v1.3.79 the proxy refuses ("403 Forbidden: This
+# module version is not available"). K3s, which embeds flannel, registers neither (vxlan, host-gw, wireguard,
+# extension, ipsec are kept).
+FLANNEL_DROPPED = ("pkg/backend/udp", "pkg/backend/tencentvpc")
+COREDNS = ("github.com/coredns/coredns", "v1.14.6", "v1.14.6")
+# Traefik: the release K3s installs from its embedded chart (lab/live/crds.py's K3S_EMBEDDED, which the lab's Traefik
+# CRDs follow too; v3.7.8 for K3s v1.36.4+k3s1). Built inside a copy of its module (its go.mod replaces only apply there) with:
+#  * its nested module github.com/traefik/traefik/dynamic/ext, which the go.mod replaces with
+#    ./pkg/config/dynamic/ext, a directory the module zip leaves out and the proxy does not serve: the lab's copy
+#    (lab/nodes/traefik/ext: the three empty extension structs upstream holds) is written there;
+#  * pkg/provider/acme/provider.go without lego's providers/dns, which pulls cloud SDK modules the proxy refuses
+#    (akamai, huaweicloud, oci, sacloud, ucloud, yandex, ...): an ACME resolver with a DNS challenge fails with an
+#    error saying so; HTTP-01 and TLS-ALPN-01, routing, middlewares, TLS and the providers are Traefik's own code.
+#  The dashboard's web UI is not in the module either (webui/static holds only a placeholder; Traefik's release
+#  builds it with npm): the API answers, the dashboard pages do not.
+TRAEFIK_MODULE = "github.com/traefik/traefik/v3"
+TRAEFIK_EXT = ("pkg/config/dynamic/ext", HERE / "traefik" / "ext")
+TRAEFIK_EDITS = (
+    ("pkg/provider/acme/provider.go", '\t"github.com/go-acme/lego/v5/providers/dns"\n', ""),
+    (
+        "pkg/provider/acme/provider.go",
+        "provider, err = dns.NewDNSChallengeProviderByName(p.DNSChallenge.Provider)",
+        'err = fmt.Errorf("DNS challenge provider %q: this Traefik build (aiinfra.k3s lab) has no ACME DNS '
+        'providers", p.DNSChallenge.Provider)',
+    ),
+)
+# cert-manager: the release the collection pins (roles/cert_manager/defaults/main.yml, cert_manager_chart_version;
+# the proxy serves it). Its controller's main package and the app/options packages it wires the controllers with
+# are in the nested module github.com/cert-manager/cert-manager/cmd/controller (make/server.mk builds
+# `cd cmd/controller && go build main.go`; its go.mod replaces the main module with ../../): the main module's
+# zip leaves cmd/ out, and the proxy answers 404 for .../cmd/controller/@v/<version>.info. So the lab writes its
+# own main package (lab/nodes/certmanager/controller: a few of the upstream flags, leader election on the upstream lease,
+# the controllers started as upstream's app starts them) into a copy of the main module and builds it there, with
+# the module's own go.sum. The controllers are cert-manager's code, registered by the packages the lab's main
+# imports (its header lists them).
+CERT_MANAGER_MODULE = "github.com/cert-manager/cert-manager"
+# The lab's main packages (lab/nodes/certmanager/<dir>) are written into the copy as cmd/aiinfra-lab/<dir>: one nested
+# tree, so one digest of lab/nodes/certmanager decides the three binaries.
+CERT_MANAGER_MAINS = ("cmd/aiinfra-lab", HERE / "certmanager")
+CERT_MANAGER_BINARIES = {  # binary -> directory under lab/nodes/certmanager
+    "cert-manager-controller": "controller",
+    "cert-manager-webhook": "webhook",
+    "cert-manager-cainjector": "cainjector",
+}
+CERT_MANAGER_BINARY = "cert-manager-controller"
+# helm-controller (github.com/k3s-io/helm-controller), which K3s runs inside its server process to apply HelmChart
+# resources: the release K3s embeds (lab/live/crds.py's K3S_EMBEDDED, the version its helm.cattle.io CRDs follow too),
+# built unchanged inside a copy of its module. Here it is a separate process the node's K3s stand-in starts.
+HELM_CONTROLLER_MODULE = "github.com/k3s-io/helm-controller"
+ETCD_K3S = "v3.6.14-k3s1"
+LOCAL_PROGRAMS = ("pause", "deviceplugin", "supervisor")  # directories under lab/nodes/programs
+CONTROL_PLANE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd")
+
+
+class Log:
+    """Prints the lines `build` shows; a class so tests can silence it."""
+
+    quiet = False
+
+    @classmethod
+    def line(cls, msg: str) -> None:
+        if not cls.quiet:
+            print(f"[nodebuild] {msg}", flush=True)
+
+
+@dataclass(frozen=True)
+class Component:
+    """One thing to build: a module at a version, and the binaries (name -> package) it yields."""
+
+    name: str
+    module: str
+    version: str
+    binaries: dict[str, str]
+    k3s_carries: str | None = None
+    note: str | None = None
+    tags: tuple[str, ...] = ()
+    xflags: dict[str, str] = field(default_factory=dict)  # -X package.var=value
+    local: str = ""  # directory under lab/nodes/programs for the lab's own programs
+    main_file: str = ""  # build this file of the module as a main package of its own (flannel's main.go) ...
+    drop_imports: tuple[str, ...] = ()  # ... without these blank imports (module-relative package paths)
+    # Build inside a writable copy of the module (its own replaces apply), after these edits: (file, old, new),
+    # each old text found exactly once; and a nested module written from a lab directory (module path, source).
+    in_module: bool = False
+    edits: tuple[tuple[str, str, str], ...] = ()
+    nested: tuple[str, Path] | None = None
+
+    def ldflags(self) -> str:
+        return " ".join([LDFLAGS, *(f"-X {var}={value}" for var, value in sorted(self.xflags.items()))])
+
+
+# ---------------------------------------------------------------- pure functions (unit-tested)
+
+
+def k3s_fork_version(k3s_version: str) -> str:
+    """v1.36.4+k3s1 -> v1.36.4-k3s1, the tag of github.com/k3s-io/kubernetes that release builds."""
+    kubebuild.kubernetes_version(k3s_version)  # refuses what is not a K3s tag
+    return k3s_version.strip().replace("+", "-")
+
+
+def kube_xflags(kube_version: str) -> dict[str, str]:
+    """The -X flags of kubebuild.version_ldflags (the binaries report their real version), as a dict."""
+    words = kubebuild.version_ldflags(kube_version).split()
+    return dict(words[i + 1].split("=", 1) for i, word in enumerate(words) if word == "-X")
+
+
+def nearest_note(k3s_carries: str | None, version: str, why: str) -> str | None:
+    """The versions.json note: None where the build is what K3s carries, else what was built instead and why."""
+    if k3s_carries == version:
+        return None
+    return f"nearest served: {version}; {why}"
+
+
+def k3s_embedded(k3s_version: str, component: str) -> str:
+    """The release of `component` a K3s release embeds (lab/live/crds.py's table of K3s's embedded component versions)."""
+    try:
+        return crds.K3S_EMBEDDED[k3s_version][component]
+    except KeyError:
+        raise BuildError(
+            f"no {component} version known for K3s {k3s_version}: add its embedded component versions to "
+            "lab/live/crds.py's K3S_EMBEDDED (from the K3s release notes)"
+        ) from None
+
+
+def traefik_version(k3s_version: str) -> str:
+    """The Traefik release a K3s release installs."""
+    return k3s_embedded(k3s_version, "traefik")
+
+
+def helm_controller_version(k3s_version: str) -> str:
+    """The helm-controller release a K3s release embeds."""
+    return k3s_embedded(k3s_version, "helm-controller")
+
+
+def cert_manager_version(pin: str) -> str:
+    """The cert-manager module version of the cert_manager_chart_version pin (the chart and app versions are the
+    same): a vX.Y.Z or the pin is refused."""
+    if not pin.startswith("v"):
+        raise BuildError(f"cert_manager_chart_version {pin!r} is not vX.Y.Z (roles/cert_manager/defaults/main.yml)")
+    return pin
+
+
+def components(k3s_version: str, etcd_version: str, sources: str, cm_version: str | None = None) -> list[Component]:
+    """Everything the bin directory holds, in build order (cheap first, containerd last). A binary whose
+    package is "" is copied from kubebuild's output, not built here."""
+    kube = kubebuild.kubernetes_version(k3s_version)
+    fork = k3s_fork_version(k3s_version)
+    kube_note = nearest_note(
+        fork, kube, f"K3s builds its fork github.com/k3s-io/kubernetes {fork}, refused by the module proxy"
+    )
+    local = f"local-{sources[:12]}"
+    cd_mod, cd_ver, cd_k3s = CONTAINERD
+    cni_mod, cni_ver, cni_k3s = CNI_PLUGINS
+    fl_mod, fl_ver, fl_k3s = FLANNEL
+    dns_mod, dns_ver, dns_k3s = COREDNS
+    tr_mod, tr_ver = TRAEFIK_MODULE, traefik_version(k3s_version)
+    hc_mod, hc_ver = HELM_CONTROLLER_MODULE, helm_controller_version(k3s_version)
+    cm_ver = cm_version or cert_manager_version(read_pin("cert_manager_chart_version"))
+    return [
+        Component(
+            "control-plane",
+            kubebuild.KUBERNETES_MODULE,
+            kube,
+            {name: "" for name in CONTROL_PLANE[:3]},
+            fork,
+            kube_note,
+        ),
+        Component(
+            "etcd",
+            kubebuild.ETCD_MODULE,
+            etcd_version,
+            {"etcd": ""},
+            ETCD_K3S,
+            nearest_note(
+                ETCD_K3S,
+                etcd_version,
+                f"the etcd Kubernetes {kube} requires, built by kubebuild; K3s carries its fork github.com/k3s-io/etcd",
+            ),
+        ),
+        Component(
+            "kubernetes",
+            kubebuild.KUBERNETES_MODULE,
+            kube,
+            {name: f"{kubebuild.KUBERNETES_MODULE}/cmd/{name}" for name in ("kubelet", "kube-proxy", "kubectl")},
+            fork,
+            kube_note,
+            xflags=kube_xflags(kube),
+        ),
+        Component(
+            "pause",
+            "aiinfra.k3s/lab/pause",
+            local,
+            {"pause": "."},
+            None,
+            "the lab's Go build of the pause container's behaviour; K3s's sandbox image is rancher/mirrored-pause",
+            local="pause",
+        ),
+        Component(
+            "deviceplugin",
+            "aiinfra.k3s/lab/deviceplugin",
+            local,
+            {"aiinfra-lab-device-plugin": "."},
+            None,
+            "stand-in NVIDIA device plugin (no GPU); K3s bundles no device plugin",
+            local="deviceplugin",
+        ),
+        Component(
+            "supervisor",
+            "aiinfra.k3s/lab/supervisor",
+            local,
+            {"aiinfra-lab-supervisor": "."},
+            None,
+            "STAND-IN for K3s's supervisor (the lab's own program, standard library only): the node's port 6443, "
+            "/static/ served anonymously from a directory, everything else proxied to kube-apiserver with "
+            "request-header authentication; none of K3s's /cacerts, /v1-k3s or join endpoints",
+            local="supervisor",
+        ),
+        Component(
+            "cni-plugins",
+            cni_mod,
+            cni_ver,
+            {
+                "bridge": f"{cni_mod}/plugins/main/bridge",
+                "host-local": f"{cni_mod}/plugins/ipam/host-local",
+                "loopback": f"{cni_mod}/plugins/main/loopback",
+                "portmap": f"{cni_mod}/plugins/meta/portmap",
+            },
+            cni_k3s,
+            nearest_note(cni_k3s, cni_ver, "upstream release of K3s's fork github.com/k3s-io/plugins"),
+            xflags={f"{cni_mod}/pkg/utils/buildversion.BuildVersion": cni_ver},
+        ),
+        Component(
+            "flannel",
+            fl_mod,
+            fl_ver,
+            {"flanneld": "."},
+            fl_k3s,
+            nearest_note(
+                fl_k3s,
+                fl_ver,
+                "K3s v1.36.0+k3s1 and K3s main carry v0.28.4, v1.36.4's was not found; flannel's main.go without "
+                "the udp backend (cgo only on amd64) and the tencentvpc backend (its SDK is refused by the proxy), "
+                "neither of which K3s registers",
+            ),
+            xflags={f"{fl_mod}/pkg/version.Version": fl_ver},
+            main_file="main.go",
+            drop_imports=FLANNEL_DROPPED,
+        ),
+        Component(
+            "coredns",
+            dns_mod,
+            dns_ver,
+            {"coredns": dns_mod},
+            dns_k3s,
+            nearest_note(dns_k3s, dns_ver, "the CoreDNS release K3s deploys"),
+        ),
+        Component(
+            "traefik",
+            tr_mod,
+            tr_ver,
+            {"traefik": "./cmd/traefik"},
+            tr_ver,
+            "built without the ACME DNS-challenge providers (their cloud SDKs are refused by the module proxy) and "
+            "without the dashboard's web UI (Traefik's release builds it with npm into webui/static, empty in the "
+            "module), with the lab's copy of its nested dynamic/ext module (not served)",
+            xflags={f"{tr_mod}/pkg/version.Version": tr_ver},
+            in_module=True,
+            edits=TRAEFIK_EDITS,
+            nested=TRAEFIK_EXT,
+        ),
+        Component(
+            "helm-controller",
+            hc_mod,
+            hc_ver,
+            {"helm-controller": "."},
+            hc_ver,
+            "K3s runs it in-process; here a separate process (the module's own main, unchanged)",
+            xflags={f"{hc_mod}/pkg/version.Version": hc_ver},
+            in_module=True,
+        ),
+        Component(
+            "cert-manager",
+            CERT_MANAGER_MODULE,
+            cm_ver,
+            {name: f"./{CERT_MANAGER_MAINS[0]}/{where}" for name, where in CERT_MANAGER_BINARIES.items()},
+            None,
+            "the collection's cert_manager_chart_version (K3s bundles no cert-manager); cert-manager's own code "
+            # lab/certmanager is lab/nodes/certmanager now; the note is part of the parts' cache key, so its text
+            # keeps the old path until the next change that rebuilds cert-manager anyway.
+            "started by the LAB'S OWN main packages (lab/certmanager/{controller,webhook,cainjector}), as upstream's "
+            "cmd/* nested modules are not served by the proxy: the controller main starts the Certificate, "
+            "CertificateRequest (approver, CA, SelfSigned), Issuer and ClusterIssuer controllers, not ACME, Vault, "
+            "Venafi, the CSR signers or the shims (the chart's ACME flags are accepted and unused); the webhook "
+            "(admission, conversion, dynamic serving CA) and the cainjector's injectors are upstream's packages "
+            "behind the lab's flag parsing; no --config file, no cainjector pprof or metrics TLS",
+            xflags={"main.Version": cm_ver},
+            in_module=True,
+            nested=CERT_MANAGER_MAINS,
+        ),
+        Component(
+            "containerd",
+            cd_mod,
+            cd_ver,
+            {name: f"{cd_mod}/cmd/{name}" for name in ("containerd", "containerd-shim-runc-v2", "ctr")},
+            cd_k3s,
+            nearest_note(
+                cd_k3s, cd_ver, "upstream release of K3s's fork github.com/k3s-io/containerd/v2 (refused by the proxy)"
+            ),
+            tags=("no_btrfs",),
+            xflags={
+                f"{cd_mod}/version.Version": cd_ver,
+                f"{cd_mod}/version.Package": cd_mod,
+            },
+        ),
+    ]
+
+
+def binaries(comps: list[Component]) -> list[str]:
+    """Every executable the bin directory must hold."""
+    return [name for comp in comps for name in comp.binaries]
+
+
+def versions_json(comps: list[Component]) -> dict[str, dict[str, str | None]]:
+    """versions.json: for each binary, the module and version it was built from and what K3s carries."""
+    return {
+        name: {"module": comp.module, "version": comp.version, "k3s_carries": comp.k3s_carries, "note": comp.note}
+        for comp in comps
+        for name in comp.binaries
+    }
+
+
+def recipe(comps: list[Component], go_version: str, kube_key: str) -> dict:
+    """What decides the binaries: change any of it and the directory changes."""
+    return {
+        "recipe": RECIPE_VERSION,
+        "cgo": "0",
+        "goos": "linux",
+        "goarch": "amd64",
+        "flags": list(BUILD_FLAGS),
+        "go": go_version,
+        "kubebuild": kube_key,
+        "versions": versions_json(comps),  # versions.json is part of the output
+        "components": {
+            c.name: [
+                c.module,
+                c.version,
+                sorted(c.binaries.items()),
+                list(c.tags),
+                c.ldflags(),
+                c.main_file,
+                list(c.drop_imports),
+                [list(e) for e in c.edits],
+                c.nested and [c.nested[0], sources_digest(read_tree(c.nested[1]))],
+            ]
+            for c in comps
+        },
+    }
+
+
+def recipe_key(kube_version: str, recipe_dict: dict) -> str:
+    digest = hashlib.sha256(json.dumps(recipe_dict, sort_keys=True).encode()).hexdigest()
+    return f"{kube_version}-{digest[:12]}"
+
+
+def sources_digest(files: dict[str, bytes]) -> str:
+    """A digest of the lab's own Go programs ({relative path: content}), so editing them rebuilds."""
+    h = hashlib.sha256()
+    for rel in sorted(files):
+        h.update(rel.encode() + b"\0" + files[rel] + b"\0")
+    return h.hexdigest()
+
+
+def without_imports(source: str, module: str, packages: tuple[str, ...]) -> str:
+    """A Go file without the blank imports `_ "MODULE/PACKAGE"` of packages; each must be there exactly once."""
+    lines = source.splitlines(keepends=True)
+    for package in packages:
+        wanted = f'_ "{module}/{package}"'
+        hits = [i for i, line in enumerate(lines) if line.strip() == wanted]
+        if len(hits) != 1:
+            raise BuildError(f"expected one import {wanted} in the upstream main package, found {len(hits)}")
+        del lines[hits[0]]
+    return "".join(lines)
+
+
+def edited(source: str, path: str, edits: tuple[tuple[str, str, str], ...]) -> str:
+    """source with each edit (file, old, new) of path applied; each old text must be there exactly once."""
+    for file, old, new in edits:
+        if file != path:
+            continue
+        if source.count(old) != 1:
+            raise BuildError(f"expected {old.strip()!r} once in the upstream {path}, found {source.count(old)}")
+        source = source.replace(old, new)
+    return source
+
+
+def build_args(comp: Component, out: Path, name: str, package: str) -> list[str]:
+    """The `go build` arguments for one binary of a component."""
+    args = ["build", *BUILD_FLAGS]
+    if comp.tags:
+        args += ["-tags", ",".join(comp.tags)]
+    return [*args, "-ldflags", comp.ldflags(), "-o", str(out / name), package]
+
+
+# ---------------------------------------------------------------- process boundary
+
+
+def read_sources() -> dict[str, bytes]:
+    """The Go files of the lab's own programs (lab/nodes/programs holds other helpers' files too: they do not count)."""
+    return {
+        str(path.relative_to(NODE_SOURCES)): path.read_bytes()
+        for program in LOCAL_PROGRAMS
+        for path in sorted((NODE_SOURCES / program).rglob("*"))
+        if path.is_file() and path.name.endswith((".go", "go.mod", "go.sum"))
+    }
+
+
+def read_tree(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def plan(k3s_version: str) -> tuple[list[Component], Path]:
+    """The components and the bin directory the current recipe uses (asks the proxy/module cache for etcd)."""
+    kube = kubebuild.kubernetes_version(k3s_version)
+    kube_bin = kubebuild.bin_dir(k3s_version)
+    comps = components(k3s_version, kubebuild.etcd_version_for(kube), sources_digest(read_sources()))
+    key = recipe_key(kube, recipe(comps, kubebuild.go_version(), kube_bin.parent.name))
+    return comps, CACHE / key / "bin"
+
+
+def part_key(comp: Component, go_version: str) -> str:
+    """A component's own cache key: what decides its binaries alone (not the other components, not kubebuild's)."""
+    digest = hashlib.sha256(json.dumps(recipe([comp], go_version, ""), sort_keys=True).encode()).hexdigest()
+    return f"{comp.name}-{comp.version}-{digest[:12]}"
+
+
+def part_dir(k3s_version: str, name: str) -> Path:
+    """Where the component `name` of the current recipe is (or would be) built on its own: .cache/node/parts/KEY."""
+    comps, _out = plan(k3s_version)
+    (comp,) = [c for c in comps if c.name == name]
+    return CACHE / "parts" / part_key(comp, kubebuild.go_version())
+
+
+def module_workdir(comp: Component, work: Path, replaces: dict[str, str], go_min: str) -> Path:
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "go.mod").write_text(
+        kubebuild.render_gomod(f"aiinfra.k3s/nodebuild/{comp.name}", go_min, {comp.module: comp.version}, replaces)
+    )
+    kubebuild.go("mod", "download", comp.module, cwd=work)
+    return work
+
+
+def build_module(comp: Component, work: Path, out: Path) -> None:
+    """A component from an upstream module: a scratch module requiring it, with its replaces made published."""
+    info = kubebuild.module_info(comp.module, comp.version)
+    gomod = Path(info["GoMod"]).read_text()
+    go_min, _requires, _replaces = kubebuild.parse_gomod(gomod)
+    fallback = kubebuild.staging_version(comp.version) if comp.module == kubebuild.KUBERNETES_MODULE else None
+    replaces = kubebuild.published_replaces(gomod, fallback)
+    module_workdir(comp, work, replaces, go_min)
+    if comp.main_file:
+        source = (Path(info["Dir"]) / comp.main_file).read_text()
+        (work / comp.main_file).write_text(without_imports(source, comp.module, comp.drop_imports))
+    for name, package in comp.binaries.items():
+        kubebuild.go(*build_args(comp, out, name, package), cwd=work)
+
+
+def build_in_module(comp: Component, work: Path, out: Path) -> None:
+    """A component built inside a writable copy of its module directory, with its edits and nested module."""
+    info = kubebuild.module_info(comp.module, comp.version)
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(info["Dir"], work)
+    for path in [work, *work.rglob("*")]:
+        path.chmod(path.stat().st_mode | 0o200)  # the module cache is read-only
+    for file in sorted({e[0] for e in comp.edits}):
+        target = work / file
+        target.write_text(edited(target.read_text(), file, comp.edits))
+    if comp.nested:
+        where, source = comp.nested
+        shutil.rmtree(work / where, ignore_errors=True)
+        shutil.copytree(source, work / where)
+    for name, package in comp.binaries.items():
+        kubebuild.go(*build_args(comp, out, name, package), cwd=work)
+    shutil.rmtree(work)  # the copy of the module is only needed for the build
+
+
+def build_local(comp: Component, work: Path, out: Path) -> None:
+    """One of the lab's own programs, built from a copy so the go command never writes into the repository."""
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(NODE_SOURCES / comp.local, work)
+    for name, package in comp.binaries.items():
+        kubebuild.go(*build_args(comp, out, name, package), cwd=work)
+
+
+def copy_control_plane(k3s_version: str, names: list[str], out: Path) -> None:
+    source = kubebuild.build(k3s_version)
+    for name in names:
+        shutil.copy2(source / name, out / name)
+
+
+def build(k3s_version: str, part: str | None = None) -> Path:
+    """Every binary of the recipe in one directory (or, with part, only that component's, in its own)."""
+    os.environ.update(GOOS="linux", GOARCH="amd64")  # kubebuild.go_env() copies os.environ
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with (CACHE / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time: there are only two cores
+        if part is None:
+            return _build_locked(k3s_version)
+        comps, _out = plan(k3s_version)
+        wanted = [c for c in comps if c.name == part and all(c.binaries.values())]
+        if not wanted:
+            raise BuildError(f"no component {part!r} built here; one of {', '.join(c.name for c in comps[3:])}")
+        return _build_part(wanted[0], kubebuild.go_version())
+
+
+def _build_part(comp: Component, go_version: str) -> Path:
+    """One component's binaries in .cache/node/parts/KEY (built once; the bundle's build reuses them)."""
+    out = CACHE / "parts" / part_key(comp, go_version)
+    if all((out / name).is_file() for name in comp.binaries):
+        return out
+    tmp_out = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp_out, ignore_errors=True)
+    tmp_out.mkdir(parents=True)
+    started = time.monotonic()
+    try:
+        builder = build_local if comp.local else build_in_module if comp.in_module else build_module
+        builder(comp, CACHE / "parts" / "work" / comp.name, tmp_out)
+    except BuildError as exc:
+        raise BuildError(f"{comp.name} ({comp.module}@{comp.version}): {exc}") from None
+    shutil.rmtree(out, ignore_errors=True)
+    tmp_out.rename(out)
+    Log.line(f"built {comp.name} in {time.monotonic() - started:.0f}s -> {out}")
+    return out
+
+
+def _build_locked(k3s_version: str) -> Path:
+    comps, out = plan(k3s_version)
+    names = binaries(comps)
+    if all((out / name).is_file() for name in names) and (out / "versions.json").is_file():
+        Log.line(f"cached: {out} ({len(names)} binaries); nothing built")
+        return out
+    tmp_out = out.with_name("bin.partial")
+    shutil.rmtree(tmp_out, ignore_errors=True)
+    tmp_out.mkdir(parents=True)
+    total = time.monotonic()
+    copied = [name for comp in comps for name, package in comp.binaries.items() if not package]
+    copy_control_plane(k3s_version, copied, tmp_out)
+    Log.line(f"copied {', '.join(copied)} from kubebuild in {time.monotonic() - total:.0f}s")
+    go_version = kubebuild.go_version()
+    for comp in comps:
+        if not all(comp.binaries.values()):
+            continue  # copied above
+        part = _build_part(comp, go_version)
+        for name in comp.binaries:
+            os.link(part / name, tmp_out / name)  # the same file: no second copy on disk
+    (tmp_out / "versions.json").write_text(json.dumps(versions_json(comps), indent=2, sort_keys=True) + "\n")
+    shutil.rmtree(out, ignore_errors=True)
+    tmp_out.rename(out)
+    Log.line(f"build time {time.monotonic() - total:.0f}s -> {out}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("cmd", choices=("build", "path"))
+    parser.add_argument("--k3s-version", default=None, help="default: k3s_version of roles/k3s/defaults/main.yml")
+    parser.add_argument("--part", default=None, help="only this component (e.g. traefik), in its own directory")
+    args = parser.parse_args(argv)
+    try:
+        k3s_version = args.k3s_version or read_pin("k3s_version")
+        if args.cmd == "build":
+            print(build(k3s_version, args.part))
+        else:
+            print(part_dir(k3s_version, args.part) if args.part else plan(k3s_version)[1])
+    except (BuildError, PinError) as exc:
+        print(f"[nodebuild] ERROR: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
