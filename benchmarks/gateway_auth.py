@@ -3,7 +3,7 @@
     python benchmarks/gateway_auth.py [--requests 300] [--warmup 20] [--timeout 10]
 
 Three cases, each its own LiteLLM process (.cache/litellm-venv, `make gateway`) on loopback, with the config
-plugins/module_utils/gateway.py renders for one model:
+plugins/module_utils/k8s/gateway.py renders for one model:
 
   1. master key, no hook: the config without general_settings.custom_auth, custom_auth_run_common_checks and
      litellm_settings.enable_post_custom_auth_checks (the path before the hook), called with the master key;
@@ -47,8 +47,8 @@ if not LINK.exists():  # as tests/unit/conftest.py (and `make links`) make it
     LINK.symlink_to(Path("../../../.."))
 sys.path.insert(0, str(COLLECTIONS))
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import consumer_auth, gateway  # noqa: E402
-from ansible_collections.aiinfra.k3s.plugins.module_utils.consumers import key_hash, new_key  # noqa: E402
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import consumer_auth, gateway  # noqa: E402
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.consumers import key_hash, new_key  # noqa: E402
 
 LITELLM = ROOT / ".cache" / "litellm-venv" / "bin" / "litellm"
 DEFAULTS = yaml.safe_load((ROOT / "roles" / "litellm" / "defaults" / "main.yml").read_text())

@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CHILD = """
 import json, sys, time
 sys.path.insert(0, {collections!r})
-from ansible_collections.aiinfra.k3s.plugins.module_utils.gpu_allocation import analyze
-from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s_list import iter_list_file
+from ansible_collections.aiinfra.k3s.plugins.module_utils.gpu.allocation import analyze
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.api_list import iter_list_file
 t0 = time.perf_counter()
 nodes = list(iter_list_file({nodes!r}))
 t1 = time.perf_counter()

@@ -8,7 +8,7 @@ short_description: Why the vectorAdd check may not use (and delete) a namespace
 version_added: 0.1.0
 description:
   - Takes the check's namespace name and returns problems (C({code, severity, host, variable, problem, fix})) when
-    it is a system namespace, one of the site's (its namespace variables and the site plan's), or an existing
+    it is a system namespace, one of the site's (the site plan's namespaces and what else it places), or an existing
     namespace without the labels the check gives the namespaces it creates.
 options:
   _input:
@@ -19,12 +19,8 @@ options:
     description: The host the check runs from.
     type: str
     required: true
-  variables:
-    description: "The site's namespace variables, C({variable: namespace})."
-    type: dict
-    default: {}
   plan:
-    description: The site plan (C(site_plan_current)), when computed.
+    description: The site plan (C(site_plan_current)); without it only system namespaces are refused.
     type: dict
     default: {}
   existing:
@@ -41,8 +37,7 @@ EXAMPLES = r"""
     fail_msg: "{{ __problems | map('aiinfra.k3s.problem_line') | list }}"
   vars:
     __problems: >-
-      {{ gpu_verify_vectoradd_namespace | aiinfra.k3s.vectoradd_problems(inventory_hostname,
-         {'vllm_namespace': vllm_namespace}) }}
+      {{ gpu_verify_vectoradd_namespace | aiinfra.k3s.vectoradd_problems(inventory_hostname, site_plan_current) }}
 """
 
 RETURN = r"""
@@ -53,11 +48,11 @@ _value:
 """
 
 
-def vectoradd_problems(name, host, variables=None, plan=None, existing=None):
+def vectoradd_problems(name, host, plan=None, existing=None):
     from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import vectoradd
 
     host = str(host)
-    return vectoradd.namespace_problems(name, host, dict(variables or {}), dict(plan or {})) + (
+    return vectoradd.namespace_problems(name, host, dict(plan or {})) + (
         vectoradd.ownership_problems(name, list(existing or []), host)
     )
 

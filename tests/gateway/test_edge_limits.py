@@ -37,7 +37,7 @@ _spec.loader.exec_module(helpers)
 
 from test_gateway import free_port  # noqa: E402
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils import edge  # noqa: E402
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import edge  # noqa: E402
 
 FULL = {s["id"]: s for s in yaml.safe_load((ROOT / "tests" / "live" / "sites.yml").read_text())}["full"]
 HOST = "llm.example.org"

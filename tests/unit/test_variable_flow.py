@@ -173,79 +173,9 @@ def _flat(tasks):
                 yield from _flat(task.get(block))
 
 
-# What roles still read of other roles (issue 24: each moves into the site plan). Exact: the test fails when a read
-# is added, and when one listed here is gone (then delete it here).
-NOT_YET_IN_THE_PLAN = {
-    "autoscaling": [
-        "k3s_airgap_dir",
-        "k3s_install_mode",
-        "litellm_replicas",
-        "monitoring_enabled",
-        "monitoring_namespace",
-    ],
-    "cert_manager": ["k3s_airgap_dir", "k3s_install_mode"],
-    "drill": ["litellm_deployment_name", "litellm_master_key", "traefik_host", "traefik_path_prefix", "vllm_models"],
-    "gpu_operator": ["k3s_airgap_dir", "k3s_install_mode"],
-    "gpu_verify": [
-        "autoscaling_namespace",
-        "cert_manager_namespace",
-        "drill_namespace",
-        "gpu_operator_driver_enabled",
-        "gpu_operator_enabled",
-        "gpu_operator_namespace",
-        "litellm_deployment_name",
-        "litellm_namespace",
-        "model_registry_namespace",
-        "monitoring_namespace",
-        "network_policies_namespace",
-        "nim_namespace",
-        "traefik_namespace",
-        "vllm_namespace",
-    ],
-    "k3s_agent": [
-        "__k3s_placement_host",
-        "__k3s_placement_labels",
-        "k3s_agent_extra_config",
-        "k3s_gpu_class_label",
-        "k3s_gpu_node_labels",
-        "k3s_gpu_node_taints",
-        "k3s_kubelet_args",
-        "k3s_kubelet_hardening_args",
-        "k3s_node_labels",
-        "k3s_node_taints",
-        "k3s_protect_kernel_defaults",
-    ],
-    "k3s_server": [
-        "k3s_audit_log_maxage",
-        "k3s_audit_log_maxbackup",
-        "k3s_audit_log_maxsize",
-        "k3s_cluster_cidr",
-        "k3s_disable",
-        "k3s_flannel_backend",
-        "k3s_kubelet_args",
-        "k3s_kubelet_hardening_args",
-        "k3s_node_labels",
-        "k3s_node_taints",
-        "k3s_protect_kernel_defaults",
-        "k3s_registration_address",
-        "k3s_secrets_encryption",
-        "k3s_server_extra_config",
-        "k3s_service_cidr",
-        "k3s_tls_san",
-    ],
-    "monitoring": ["gpu_operator_namespace", "k3s_airgap_dir", "k3s_install_mode"],
-    "network_policies": ["litellm_deployment_name", "litellm_port"],
-    "nim": ["model_registry_size", "model_registry_storage_class"],
-    "traefik": ["litellm_port", "litellm_service_name"],
-    "vllm": ["model_registry_size", "model_registry_storage_class"],
-}
-
-
 @pytest.mark.parametrize("role", ROLES)
 def test_a_role_reads_no_other_roles_variables(role):
-    found = role_violations(role, owners())
-    names = sorted({line.split(": ", 1)[1].split(" (of ")[0] for line in found})
-    assert names == NOT_YET_IN_THE_PLAN.get(role, []), found
+    assert role_violations(role, owners()) == []
 
 
 @pytest.mark.parametrize("path", PLAYBOOKS, ids=lambda p: p.name)

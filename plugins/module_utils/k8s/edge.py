@@ -41,17 +41,26 @@ def prefix_overlap(prefix, paths):
     return [p for p in paths if isinstance(p, str) and (p == prefix or p.startswith(prefix + "/"))]
 
 
+def base_url(values):
+    """https://host + prefix (no trailing slash), what the public paths are appended to; empty without
+    traefik_host (values: the traefik_* variables as the plan reads them)."""
+    values = values or {}
+    host = values.get("traefik_host") or ""
+    if not isinstance(host, str) or not host:
+        return ""
+    prefix = values.get("traefik_path_prefix") or ""
+    prefix = "" if not isinstance(prefix, str) or prefix == "/" else prefix.rstrip("/")
+    return "https://%s%s" % (host, prefix)
+
+
 def public_urls(values):
     """The URLs clients call, as Traefik's rule and strip-prefix middleware make them: https://host + prefix +
     each public path (values: the traefik_* variables as the plan reads them). With traefik_expose_admin the whole
     prefix is routed, so the list holds https://host + prefix + / alone. Empty without traefik_host."""
     values = values or {}
-    host = values.get("traefik_host") or ""
-    if not isinstance(host, str) or not host:
+    base = base_url(values)
+    if not base:
         return []
-    prefix = values.get("traefik_path_prefix") or ""
-    prefix = "" if not isinstance(prefix, str) or prefix == "/" else prefix.rstrip("/")
-    base = "https://%s%s" % (host, prefix)
     if str(values.get("traefik_expose_admin")).lower() in ("true", "yes", "on", "1"):
         return [base + "/"]
     paths = values.get("traefik_public_paths")

@@ -158,6 +158,18 @@ def redis_settings(limits):
     }
 
 
+def gpu_node_pods(namespace, deployment, placement):
+    """The gateway's own pods that may run on GPU nodes, as [{namespace, labels}]: the gateway's and its Redis's
+    (<deployment>-redis, placed with it) where its placement is gpu or any; none where it is cpu (gpu_verify accepts
+    these on GPU nodes without a GPU)."""
+    if (placement or "cpu") == "cpu":
+        return []
+    return [
+        {"namespace": namespace, "labels": {"app.kubernetes.io/name": name}}
+        for name in (deployment, "%s-redis" % (deployment,))
+    ]
+
+
 def placement(params):
     """nodeSelector/affinity/tolerations for the gateway pods."""
     gpu_labels = params["gpu_node_selector"]

@@ -74,14 +74,18 @@ def job_manifest(node, params):
     }
 
 
-def site_namespaces(variables, plan=None):
-    """{namespace: [what uses it]} from the site's namespace variables ({variable: namespace}) and, for a namespace
-    none of them names, the site plan's workloads, routes, edge and rate-limit store."""
+def site_namespaces(plan):
+    """{namespace: [what uses it]} from the site plan: its namespaces, each told by the variable that sets it, and,
+    for a namespace none of them names, its workloads, routes, edge and rate-limit store."""
+    plan = plan or {}
+    variables = {
+        ("aiinfra_namespace" if component == "serving" else "%s_namespace" % component): name
+        for component, name in (plan.get("namespaces") or {}).items()
+    }
     out = {}
-    for variable, name in sorted((variables or {}).items()):
+    for variable, name in sorted(variables.items()):
         if name:
             out.setdefault(str(name), []).append(variable)
-    plan = plan or {}
     used = [(w.get("namespace"), "the site plan's %s" % w.get("name")) for w in plan.get("workloads") or []]
     used += [(r.get("namespace"), "the site plan's route of %s" % r.get("model")) for r in plan.get("routes") or []]
     used += [((plan.get("edge") or {}).get("namespace"), "the site plan's edge")]
@@ -93,14 +97,14 @@ def site_namespaces(variables, plan=None):
     return out
 
 
-def namespace_problems(name, host, variables=None, plan=None):
+def namespace_problems(name, host, plan=None):
     """Why the check may not use the namespace `name` (a system namespace or one of the site's), as problems."""
     name = str(name or "")
     why = None
     if name in SYSTEM_NAMESPACES or name.startswith("kube-"):
         why = "a system namespace"
     else:
-        users = site_namespaces(variables, plan).get(name)
+        users = site_namespaces(plan).get(name)
         if users:
             why = "a namespace of the site (%s)" % ", ".join(users)
     if not why:

@@ -70,6 +70,25 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.models import (
     store_path_error,
 )
 
+# The components of a site with a namespace of their own: each role's <component>_namespace, decided once here
+# (namespaces); "serving" is the site's namespace, aiinfra_namespace, that the serving roles default to.
+COMPONENTS = (
+    "vllm",
+    "nim",
+    "litellm",
+    "model_registry",
+    "traefik",
+    "drill",
+    "network_policies",
+    "monitoring",
+    "gpu_operator",
+    "cert_manager",
+    "autoscaling",
+)
+SERVING_NAMESPACE = "ai-serving"
+# Where nvidia-smi is read on a GPU node when the GPU Operator installs the driver (its driver container's root).
+DRIVER_ROOT = "/run/nvidia/driver"
+
 # The variables the plan reads (role defaults apply where the inventory sets none).
 VARIABLES = (
     "gpu_operator_enabled",
@@ -119,7 +138,14 @@ VARIABLES = (
     "cert_manager_acme_email",
     "monitoring_enabled",
     "monitoring_token_prices",
+    "litellm_port",
+    "gpu_operator_driver_enabled",
+    "k3s_install_mode",
+    "k3s_airgap_dir",
+    "model_registry_storage_class",
+    "model_registry_size",
     *firewall.PLAN_VARIABLES,
+    *sorted({"%s_namespace" % component for component in COMPONENTS} - {"vllm_namespace", "nim_namespace"}),
 )
 # Read only when the run handles secrets; never copied into the plan.
 SECRET_VARIABLES = (
@@ -254,6 +280,20 @@ def model_workloads(values, models, capacity):
     return out
 
 
+def gateway_min_replicas(values):
+    """The gateway's minimum under an autoscaler: autoscaling_gateway_min_replicas, or litellm_replicas where the
+    inventory sets none."""
+    minimum = values.get("autoscaling_gateway_min_replicas")
+    return values.get("litellm_replicas") if minimum in (None, "") else minimum
+
+
+def service_monitors(values):
+    """Whether KEDA's chart gets its ServiceMonitors: autoscaling_service_monitors, or monitoring_enabled where the
+    inventory sets none."""
+    asked = values.get("autoscaling_service_monitors")
+    return truthy(values.get("monitoring_enabled", True) if asked in (None, "") else asked)
+
+
 def gateway_workload(values):
     engine = values.get("autoscaling_engine")
     replicas = as_int(values.get("litellm_replicas"), 2)
@@ -269,7 +309,7 @@ def gateway_workload(values):
     if engine in ("keda", "hpa"):
         work.update(
             autoscaler=engine,
-            min=as_int(values.get("autoscaling_gateway_min_replicas"), replicas),
+            min=as_int(gateway_min_replicas(values), replicas),
             max=as_int(values.get("autoscaling_gateway_max_replicas"), replicas),
         )
     return work
@@ -441,15 +481,48 @@ def price_plan(values, models):
 def edge_plan(values):
     host = values.get("traefik_host") or ""
     if not host:
-        return {"host": "", "certificate": False, "public_urls": []}
+        return {"host": "", "base_url": "", "certificate": False, "public_urls": []}
     return {
         "host": host,
         "namespace": values.get("traefik_namespace"),
         "tls_secret": values.get("traefik_tls_secret"),
         "certificate": truthy(values.get("cert_manager_enabled")),
+        # https, the host and the prefix: what the public paths are appended to (the drill's target).
+        "base_url": edge.base_url(values),
         # What clients call: https, the host, the prefix and each public path (edge.public_urls).
         "public_urls": edge.public_urls(values),
     }
+
+
+def namespaces_plan(values):
+    """{component: namespace} (COMPONENTS, and "serving": the site's own)."""
+    out = {component: values.get("%s_namespace" % component) for component in COMPONENTS}
+    out["serving"] = values.get("aiinfra_namespace") or SERVING_NAMESPACE
+    return out
+
+
+def gateway_plan(values):
+    """The gateway as the other components reach and check it: its Deployment, Service and port, where it runs,
+    and the pods of its own that may run on GPU nodes (gateway.gpu_node_pods)."""
+    namespace, deployment = values.get("litellm_namespace"), values.get("litellm_deployment_name")
+    placement = values.get("litellm_placement")
+    return {
+        "enabled": truthy(values.get("litellm_enabled")),
+        "namespace": namespace,
+        "deployment": deployment,
+        "service": values.get("litellm_service_name"),
+        "port": values.get("litellm_port"),
+        "placement": placement,
+        "gpu_node_pods": gateway.gpu_node_pods(namespace, deployment, placement),
+    }
+
+
+def gpu_operator_plan(values):
+    """Whether the GPU Operator runs, and where a GPU node's nvidia-smi is read (its driver container's root when
+    the operator installs the driver, the host's own otherwise)."""
+    enabled = truthy(values.get("gpu_operator_enabled", True))
+    driver = enabled and truthy(values.get("gpu_operator_driver_enabled", False))
+    return {"enabled": enabled, "driver_root": DRIVER_ROOT if driver else ""}
 
 
 def setting_problems(values, models, secrets):
@@ -498,7 +571,7 @@ def setting_problems(values, models, secrets):
             )
     if (
         values.get("autoscaling_engine") == "keda"
-        and truthy(values.get("autoscaling_service_monitors"))
+        and service_monitors(values)
         and not truthy(values.get("monitoring_enabled"))
     ):
         out.append(
@@ -546,7 +619,7 @@ def setting_problems(values, models, secrets):
         autoscaling_problems(
             {
                 "engine": values.get("autoscaling_engine"),
-                "gateway_min": values.get("autoscaling_gateway_min_replicas"),
+                "gateway_min": gateway_min_replicas(values),
                 "gateway_max": values.get("autoscaling_gateway_max_replicas"),
             }
         ),
@@ -891,7 +964,7 @@ def gateway_placement(values, gpu_hosts, cluster_hosts):
     engine = values.get("autoscaling_engine")
     replicas = as_int(values.get("litellm_replicas"), 2)
     if engine in ("keda", "hpa"):
-        replicas = as_int(values.get("autoscaling_gateway_min_replicas"), replicas)
+        replicas = as_int(gateway_min_replicas(values), replicas)
     out = []
     if replicas > 1 and len(nodes) == 1:
         kind = {"cpu": "non-GPU node", "gpu": "GPU node", "any": "cluster node"}[where]
@@ -1028,6 +1101,18 @@ def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True, cluster_hosts
         "workloads": work,
         "routes": routes(values, models),
         "edge": edge_plan(values),
+        "namespaces": namespaces_plan(values),
+        "gateway": gateway_plan(values),
+        "gpu_operator": gpu_operator_plan(values),
+        "install": {
+            "mode": values.get("k3s_install_mode") or "online",
+            "airgap_dir": values.get("k3s_airgap_dir") or "",
+        },
+        "autoscaling": {"service_monitors": service_monitors(values)},
+        "store": {
+            "storage_class": values.get("model_registry_storage_class"),
+            "size": values.get("model_registry_size"),
+        },
         "consumers": consumers,
         "revoked_consumers": revoked,
         "model_auth": model_auth_plan(values, models),

@@ -58,8 +58,8 @@ def test_validate_accepts_the_default_namespace(tmp_path):
 
 @pytest.mark.slow
 def test_the_role_refuses_the_serving_namespace_before_reaching_the_api(tmp_path):
-    """gpu_allocation.yml runs the check without validate.yml: the role refuses the namespace itself, before its
-    first API call (the kubeconfig here leads nowhere)."""
+    """gpu_allocation.yml runs the check without validate.yml (the plan computed on its own, as it does): the role
+    refuses the namespace itself, before its first API call (the kubeconfig here leads nowhere)."""
     inventory = write_inventory(
         tmp_path / "inv",
         {"all": {"hosts": {"localhost": {"ansible_connection": "local"}}}},
@@ -73,6 +73,11 @@ def test_the_role_refuses_the_serving_namespace_before_reaching_the_api(tmp_path
                     "hosts": "localhost",
                     "gather_facts": False,
                     "tasks": [
+                        {
+                            "name": "Read the site plan",
+                            "ansible.builtin.import_role": {"name": "aiinfra.k3s.site_plan"},
+                            "vars": {"site_plan_secrets": False},
+                        },
                         {
                             "name": "Run vectorAdd",
                             "ansible.builtin.include_role": {

@@ -44,6 +44,8 @@ def test_site_plan(case):
     for part in ("nodes", "spread", "gpu_share"):
         for name, want in expect.pop("models_" + part, {}).items():
             assert [m[part] for m in plan["models"] if m["served_name"] == name] == [want], (name, part)
+    if "gateway_min" in expect:
+        assert [w["min"] for w in plan["workloads"] if w["server"] == "litellm"] == [expect.pop("gateway_min")]
     if "gateway_nodes" in expect:
         assert [w.get("nodes") for w in plan["workloads"] if w["server"] == "litellm"] == [expect.pop("gateway_nodes")]
     for key, want in expect.items():

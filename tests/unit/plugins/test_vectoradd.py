@@ -20,7 +20,7 @@ PARAMS = {
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_namespaces_the_check_refuses(case):
-    found = vectoradd_problems(case["name"], "localhost", case.get("variables"), case.get("plan"), case.get("existing"))
+    found = vectoradd_problems(case["name"], "localhost", case.get("plan"), case.get("existing"))
     assert [[p["code"], p["host"], p["variable"]] for p in found] == case["expect"], found
     for p in found:
         line = problem_line(p)
