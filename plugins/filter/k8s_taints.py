@@ -34,7 +34,7 @@ from ansible.errors import AnsibleFilterError
 
 
 def k8s_taints(taints):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils.node.k3s_config import parse_taint
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.inventory_spec import parse_taint
 
     try:
         return [parse_taint(t) for t in taints]

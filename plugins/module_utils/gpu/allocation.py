@@ -9,6 +9,8 @@ For every GPU node it compares what the hardware has (expected GPUs), what the d
 as a finding with a stable code. One pass over the pods; no API call here.
 """
 
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.inventory_spec import parse_taint
+
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
 TERMINATED = ("Succeeded", "Failed")
@@ -100,12 +102,6 @@ def pod_gpus(pod):
         if value:
             effective[name] = value
     return effective
-
-
-def parse_taint(text):
-    spec, _sep, effect = str(text).rpartition(":")
-    key, _eq, value = spec.partition("=")
-    return {"key": key, "value": value, "effect": effect}
 
 
 def tolerates(pod, taint):
@@ -496,7 +492,8 @@ def analyze(
     selector = {
         k: str(v) for k, v in (gpu_node_selector if gpu_node_selector is not None else {"ai-workload": "true"}).items()
     }
-    taint = parse_taint(gpu_taint)
+    # The GPU taint as the API writes it (K3s's own parser: key[=value]:Effect), its value "" when it has none.
+    taint = dict({"value": ""}, **parse_taint(gpu_taint))
     system = set(system_namespaces or ())
     info = _gpu_nodes(nodes, selector, expected)
     findings, gpu_pods = [], []

@@ -7,6 +7,8 @@ Keys are K3s flags without the leading dashes. Managed keys come from dedicated 
 free-form map adds any other flag and may not silently override a managed one.
 """
 
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.inventory_spec import truthy
+
 # The config.yaml keys K3s accepts (long flag names without dashes) in the v1.36 line of k3s_version. The K3s
 # module is not served by the Go module proxy, so the lists were taken from the flag table RKE2 keeps of K3s's
 # flags (pkg/cli/cmds/k3sopts.go: RKE2 refuses to start when that table and K3s's flags differ), with the flags
@@ -168,13 +170,6 @@ def gpu_node_labels(labels):
     return out, warnings
 
 
-def as_bool(value):
-    """Booleans as Ansible passes them: real bools, or strings such as 'True', 'false', 'yes'."""
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
-
-
 def format_labels(labels):
     return ["%s=%s" % (k, v) for k, v in sorted((labels or {}).items())]
 
@@ -197,23 +192,23 @@ def build_config(role, params):
     if params.get("node_ip"):
         config["node-ip"] = params["node_ip"]
     if role == "server":
-        if as_bool(params.get("ha")) and as_bool(params.get("first")):
+        if truthy(params.get("ha")) and truthy(params.get("first")):
             config["cluster-init"] = True
-        elif not as_bool(params.get("first")):
+        elif not truthy(params.get("first")):
             config["server"] = params["server_url"]
         config["write-kubeconfig-mode"] = "0600"
         config["tls-san"] = list(params.get("tls_san") or [])
         config["cluster-cidr"] = params["cluster_cidr"]
         config["service-cidr"] = params["service_cidr"]
         config["flannel-backend"] = params["flannel_backend"]
-        config["secrets-encryption"] = as_bool(params.get("secrets_encryption"))
+        config["secrets-encryption"] = truthy(params.get("secrets_encryption"))
         if params.get("agent_token_file"):
             config["agent-token-file"] = params["agent_token_file"]
         if params.get("disable"):
             config["disable"] = list(params["disable"])
     else:
         config["server"] = params["server_url"]
-    config["protect-kernel-defaults"] = as_bool(params.get("protect_kernel_defaults"))
+    config["protect-kernel-defaults"] = truthy(params.get("protect_kernel_defaults"))
     if params.get("labels"):
         config["node-label"] = format_labels(params["labels"])
     if params.get("taints"):
@@ -236,18 +231,3 @@ def build_config(role, params):
                 config[key] = args
     config.update(extra)
     return config
-
-
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-
-
-def parse_taint(text):
-    """'key=value:Effect' or 'key:Effect' -> {key, value, effect} as the Kubernetes API writes taints."""
-    spec, sep, effect = str(text).rpartition(":")
-    if not sep or effect not in TAINT_EFFECTS or not spec:
-        raise ValueError("taint %r is not key[=value]:Effect with Effect one of %s" % (text, ", ".join(TAINT_EFFECTS)))
-    key, value = spec.partition("=")[::2]
-    taint = {"key": key, "effect": effect}
-    if value:
-        taint["value"] = value
-    return taint

@@ -12,8 +12,6 @@ import difflib
 import ipaddress
 import re
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.node.k3s_config import TAINT_EFFECTS
-
 # Kubernetes' naming rules as the API server states them (k8s.io/apimachinery/pkg/util/validation).
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
@@ -33,8 +31,9 @@ TYPE_NAMES = {
 
 
 def truthy(value):
-    """An inventory boolean as Ansible passes it: True, or a string such as 'true', 'yes', 'on', '1'."""
-    return value is True or str(value).lower() in ("true", "yes", "on", "1")
+    """An inventory boolean as Ansible passes it: True, or a string such as 'true', 'yes', 'on', '1' (any case,
+    surrounding blanks ignored); everything else is false."""
+    return value is True or str(value).strip().lower() in ("true", "yes", "on", "1")
 
 
 def problem(code, host, variable, what, fix, severity="error"):
@@ -42,6 +41,20 @@ def problem(code, host, variable, what, fix, severity="error"):
 
 
 # ---------------------------------------------------------------- Kubernetes rules
+
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def parse_taint(text):
+    """'key=value:Effect' or 'key:Effect' -> {key, value, effect} as the Kubernetes API writes taints."""
+    spec, sep, effect = str(text).rpartition(":")
+    if not sep or effect not in TAINT_EFFECTS or not spec:
+        raise ValueError("taint %r is not key[=value]:Effect with Effect one of %s" % (text, ", ".join(TAINT_EFFECTS)))
+    key, value = spec.partition("=")[::2]
+    taint = {"key": key, "effect": effect}
+    if value:
+        taint["value"] = value
+    return taint
 
 
 def dns1123_label_error(value):

@@ -6,9 +6,9 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.node import k3s_config
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node.k3s_config import (
     build_config,
     extra_config_problems,
-    parse_taint,
     secret_keys,
 )
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.inventory_spec import parse_taint
 
 
 @pytest.mark.parametrize("case", load_cases("k3s_config"))
