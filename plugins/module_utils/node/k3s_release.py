@@ -84,11 +84,6 @@ def release_pins(version, operator_pins=None, shipped=True):
     return pins
 
 
-def release_url(base, version, name):
-    """Download URL of one release asset; '+' in the version is escaped as GitHub expects."""
-    return "%s/%s/%s" % (base.rstrip("/"), version.replace("+", "%2B"), name)
-
-
 def parse_sha256sum(text):
     """{file name: sha256} from `sha256sum` output (text or '*binary' mode). Raises on malformed lines."""
     sums = {}

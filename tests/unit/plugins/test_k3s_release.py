@@ -7,11 +7,10 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.node import k3s_releas
 SHA = "a" * 64
 
 
-def test_names_and_urls():
+def test_names():
     assert rel.binary_name("amd64") == "k3s" and rel.binary_name("arm64") == "k3s-arm64"
     assert rel.checksum_name("arm64") == "sha256sum-arm64.txt"
     assert rel.image_names("amd64")[0] == "k3s-airgap-images-amd64.tar.zst"
-    assert rel.release_url("https://r/dl/", "v1.33.5+k3s1", "k3s") == "https://r/dl/v1.33.5%2Bk3s1/k3s"
     assert rel.k3s_arch("x86_64") == "amd64" and rel.k3s_arch("aarch64") == "arm64"
     with pytest.raises(rel.ArtifactError, match="unsupported architecture 'riscv64'"):
         rel.k3s_arch("riscv64")
