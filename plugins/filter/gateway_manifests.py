@@ -11,7 +11,7 @@ description:
     PodDisruptionBudget, routing each model to its Service.
 options:
   _input:
-    description: The site plan's routes (C(site_plan_current.routes)).
+    description: The site plan's model routes (C(site_plan_current.model_routes)).
     type: list
     elements: dict
     required: true
@@ -24,7 +24,7 @@ options:
 EXAMPLES = r"""
 - name: Build the LiteLLM gateway routing to exactly the site plan's model servers
   ansible.builtin.set_fact:
-    __objects: "{{ site_plan_current.routes | aiinfra.k3s.gateway_manifests(__params) }}"
+    __objects: "{{ site_plan_current.model_routes | aiinfra.k3s.gateway_manifests(__params) }}"
 """
 
 RETURN = r"""

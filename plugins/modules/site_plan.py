@@ -14,7 +14,7 @@ description:
     C(aiinfra_gpu_type) and C(aiinfra_node_group) of the GPU hosts. Measures the weight files of models seeded
     from the controller (C(model_registry_seed_dir)).
   - Returns the plan (GPU nodes and classes, capacity, placement, every model with its defaults filled in,
-    each workload's replica bounds and autoscaler, the gateway's routes, the edge, and every problem found as
+    each workload's replica bounds and autoscaler, the gateway's model routes, the edge, and every problem found as
     data with a severity). The aiinfra.k3s.site_plan role sets it as the C(site_plan_current) fact, which the
     serving roles read.
   - The logic is the plain function C(site_plan) in module_utils C(site_plan.py).
@@ -90,8 +90,8 @@ plan:
           also with C(nodes) (where C(litellm_placement) lets it run) when the cluster hosts are known.
       type: list
       elements: dict
-    routes:
-      description: The gateway's routes (C(model), C(service), C(namespace), C(port), C(component)).
+    model_routes:
+      description: The gateway's model routes (C(model), C(service), C(namespace), C(port), C(component)).
       type: list
       elements: dict
     edge:

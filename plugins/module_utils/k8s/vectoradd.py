@@ -76,7 +76,7 @@ def job_manifest(node, params):
 
 def site_namespaces(plan):
     """{namespace: [what uses it]} from the site plan: its namespaces, each told by the variable that sets it, and,
-    for a namespace none of them names, its workloads, routes, edge and rate-limit store."""
+    for a namespace none of them names, its workloads, model routes, edge and rate-limit store."""
     plan = plan or {}
     variables = {
         ("aiinfra_namespace" if component == "serving" else "%s_namespace" % component): name
@@ -87,7 +87,7 @@ def site_namespaces(plan):
         if name:
             out.setdefault(str(name), []).append(variable)
     used = [(w.get("namespace"), "the site plan's %s" % w.get("name")) for w in plan.get("workloads") or []]
-    used += [(r.get("namespace"), "the site plan's route of %s" % r.get("model")) for r in plan.get("routes") or []]
+    used += [(r.get("namespace"), "the site plan's route of %s" % r.get("model")) for r in plan.get("model_routes") or []]
     used += [((plan.get("edge") or {}).get("namespace"), "the site plan's edge")]
     used += [((plan.get("limits") or {}).get("namespace"), "the site plan's rate-limit store")]
     named = set(out)  # a namespace a variable names is told by its variables alone

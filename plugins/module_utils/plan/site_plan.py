@@ -20,7 +20,7 @@ of the GPU hosts. It returns:
   autoscaler that owns the count (``keda``, ``hpa``, ``nim-hpa`` or ``none``); a maximum is bounded by the GPUs
   left when every other workload keeps its minimum; the gateway's ``nodes``: where litellm_placement lets it run
   (when the cluster hosts are known);
-- ``routes``: what the gateway routes (model to Service);
+- ``model_routes``: the gateway's (LiteLLM's) model routes: each served model to its Service;
 - ``edge``: the public host, its TLS secret and whether cert-manager issues its certificate;
 - ``consumers``: the gateway's consumers with their models, limits and where their key comes from (consumers.py),
   and ``revoked_consumers``;
@@ -315,7 +315,7 @@ def gateway_workload(values):
     return work
 
 
-def routes(values, models):
+def model_routes(values, models):
     out = []
     for model in models:
         server = model["server"]
@@ -1099,7 +1099,7 @@ def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True, cluster_hosts
         "placement": {"shared_replicas": shared, "reserve_whole": reserve_whole},
         "models": models,
         "workloads": work,
-        "routes": routes(values, models),
+        "model_routes": model_routes(values, models),
         "edge": edge_plan(values),
         "namespaces": namespaces_plan(values),
         "gateway": gateway_plan(values),
