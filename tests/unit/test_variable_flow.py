@@ -88,7 +88,7 @@ def task_reads(tasks):
         for block in ("block", "rescue", "always"):
             yield from task_reads(task.get(block))
         include = next((task[k] for k in INCLUDES if k in task), None)
-        target = include.get("name", "").split(".")[-1] if isinstance(include, dict) else None
+        target = include.get("name", "").rsplit(".", maxsplit=1)[-1] if isinstance(include, dict) else None
         for key, value in task.items():
             if key in ("block", "rescue", "always"):
                 continue
@@ -138,13 +138,13 @@ def playbook_violations(path, table):
     found = set()
     for play in plays:
         reads = list(references(play.get("vars") or {}))
-        reads += [n for n in references({k: v for k, v in play.items() if k in ("hosts", "when")})]
+        reads += list(references({k: v for k, v in play.items() if k in ("hosts", "when")}))
         pairs = [(n, None) for n in reads]
         for section in ("pre_tasks", "tasks", "post_tasks", "handlers"):
             pairs += list(task_reads(play.get(section)))
         for role in play.get("roles") or []:
             if isinstance(role, dict):
-                target = str(role.get("role", role.get("name", ""))).split(".")[-1]
+                target = str(role.get("role", role.get("name", ""))).rsplit(".", maxsplit=1)[-1]
                 for key, value in role.items():
                     if key not in ("role", "name", "tags", "when"):
                         pairs.append((key, target))

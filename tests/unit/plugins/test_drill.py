@@ -242,8 +242,9 @@ def test_connect_to_keeps_the_sites_name_for_tls_and_the_host_header(tls_gateway
     port, cert = tls_gateway
     with_ca, validate, expected = CONNECT_TO_CASES[case]
     url = f"https://gateway.example.test:{port}/api/litellm/v1/chat/completions"
-    status, error = drill_load.send(url, {"Content-Type": "application/json"}, "{}", 5, cert if with_ca else None,
-                               validate, f"127.0.0.1:{port}")  # fmt: skip
+    status, error = drill_load.send(
+        url, {"Content-Type": "application/json"}, "{}", 5, cert if with_ca else None, validate, f"127.0.0.1:{port}"
+    )
     assert status == expected, error
     if expected == 200:
         assert Named.seen[-1] == (f"gateway.example.test:{port}", "gateway.example.test")
