@@ -5,7 +5,6 @@ sys.path (`pythonpath = .`); this directory is on it too (pytest's rootdir conft
 make_test_airgap.
 """
 
-import importlib
 import json
 import os
 import subprocess
@@ -25,12 +24,6 @@ if not LINK.exists():
     LINK.symlink_to(Path("../../../.."))
 if str(COLLECTIONS) not in sys.path:
     sys.path.insert(0, str(COLLECTIONS))
-
-# Transitional (issue 24 made lab/ a package): tests outside tests/unit/lab still import two lab modules by their old
-# flat names, tests/unit/plugins/test_gpu_operator.py (`import charts`) and tests/unit/plugins/test_serving.py
-# (`import crds`). Remove this once they import `from lab.live import charts, crds`.
-for _old, _new in (("charts", "lab.live.charts"), ("crds", "lab.live.crds")):
-    sys.modules.setdefault(_old, importlib.import_module(_new))
 
 
 def load_cases(name):

@@ -1,12 +1,15 @@
 """plugins/module_utils/plan/capacity.py and models.py (issue 29, items 7, 12, 13, 14): model-server sizes derived
 from the model, the weights-fit check that says what it compared (or that it did not run), tensor parallel against
-the attention heads and the nodes, and one finding per cause with numbers an operator can check."""
+the attention heads and the nodes, and one finding per cause with numbers an operator can check; the plans refused
+outright (more GPUs than the cluster has, unpinned images, a drain longer than the grace period, tensor parallel over
+slices of a GPU, NIM's replicas), and what time-slicing and GPU memory can hold."""
 
 import json
 from pathlib import Path
 
 import pytest
 import yaml
+from rendered_sites import NIM_IMAGE
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import model_servers as wl
 from ansible_collections.aiinfra.k3s.plugins.module_utils.plan import capacity as plan
@@ -307,3 +310,154 @@ def test_the_nodes_a_model_is_placed_on_are_the_ones_compared():
     placed = dict(QWEN, weights_gib=40.0, replicas=1, nodes=["gpu1", "gpu2"])
     assert errors([placed], capacity) == []
     assert errors([dict(placed, nodes=["gpu3"])], capacity)
+
+
+@pytest.mark.parametrize(
+    ("models", "nodes", "problem"),
+    [
+        (
+            [{"served_name": "big", "path": "m", "tensor_parallel_size": 4}],
+            {"g1": 2, "g2": 2},
+            "tensor_parallel_size 4 is larger than the GPUs of any node (at most 2)",
+        ),
+        (
+            [{"served_name": "a", "path": "m", "replicas": 2}, {"served_name": "b", "path": "m"}],
+            {"g1": 2},
+            "the models request 3 GPUs in all but the cluster has 2",
+        ),
+        ([{"served_name": "a", "path": "m", "image": "vllm/vllm-openai:latest"}], {"g1": 1}, "is not pinned"),
+        ([{"served_name": "a", "path": "m", "image": "vllm/vllm-openai"}], {"g1": 1}, "is not pinned"),
+        ([{"served_name": "a", "path": "m"}, {"served_name": "a", "path": "n"}], {"g1": 2}, "used twice"),
+        ([{"served_name": "a", "path": "missing/model"}], {"g1": 1}, "'missing/model' is not in the model store"),
+        ([{"served_name": "a", "path": "m"}], {}, "no GPU node in the inventory"),
+        (
+            [{"served_name": "a", "path": "m", "shutdown_timeout": 0}],
+            {"g1": 1},
+            "a: shutdown_timeout is 0: a stopping server would abort every request in flight",
+        ),
+        (
+            [{"served_name": "a", "path": "m", "shutdown_timeout": 300, "termination_grace_period": 120}],
+            {"g1": 1},
+            "a: termination_grace_period 120 is shorter than the preStop sleep (15 s) + shutdown_timeout (300 s)",
+        ),
+        (
+            [{"served_name": "a", "path": "m", "extra_args": ["--shutdown-timeout=5"]}],
+            {"g1": 1},
+            "a: --shutdown-timeout is set in extra_args or NIM_PASSTHROUGH_ARGS",
+        ),
+        (
+            [{"served_name": "a", "path": "m", "termination_grace_period": 20}],
+            {"g1": 1},
+            "a: shutdown_timeout is -10",
+        ),
+    ],
+)
+def test_impossible_plans_are_rejected(models, nodes, problem):
+    problems = plan.plan_problems(models, nodes, "vllm/vllm-openai:v0.6.3", store_paths={"m", "n"})
+    assert any(problem in p for p in problems), problems
+
+
+def test_time_slicing_classes_count_in_the_capacity():
+    models = [{"served_name": "a", "path": "m", "replicas": 4}]
+    shared, problems = plan.gpu_capacity({"g1": {"gpus": 1, "class": "shared"}}, {"shared": 4})
+    assert problems == [] and shared == {"g1": {"gpus": 1, "replicas": 4}}
+    assert plan.plan_problems(models, shared, "vllm/vllm-openai:v0.6.3") == []
+    half, _problems = plan.gpu_capacity({"g1": {"gpus": 1, "class": ""}}, {"shared": 2}, "shared")
+    assert plan.plan_problems(models, half, "vllm/vllm-openai:v0.6.3")
+    _cap, problems = plan.gpu_capacity({"g1": {"gpus": 1, "class": "nope"}}, {"shared": 2})
+    assert problems and "'nope' is not in gpu_operator_time_slicing_classes" in problems[0]
+
+
+def test_tensor_parallel_counts_physical_gpus_not_slices():
+    """Two slices of one GPU are not two GPUs for tensor parallelism."""
+    capacity, _problems = plan.gpu_capacity({"g1": {"gpus": 1, "class": "s"}}, {"s": 4})
+    problems = plan.plan_problems([{"served_name": "tp2", "path": "m", "tensor_parallel_size": 2}], capacity, "i:1")
+    assert any("tensor_parallel_size 2 is larger than the GPUs of any node (at most 1)" in p for p in problems)
+
+
+def test_nim_plan_rules():
+    nim = {"served_name": "n", "image": NIM_IMAGE, "gpus": 1, "replicas": 2, "max_replicas": 5}
+    problems = plan.plan_problems([], {"g1": 2, "g2": 2}, "i:1", nim_models=[nim])
+    assert any("max_replicas 5 x 1 GPU(s) is more than the cluster's 4" in p for p in problems)
+    assert plan.plan_problems([], {"g1": 2, "g2": 2}, "i:1", nim_models=[dict(nim, max_replicas=4)]) == []
+    single = plan.plan_problems([], {"g1": 2}, "i:1", nim_models=[dict(nim, replicas=1, max_replicas=1)])
+    assert any("needs at least 2 replicas" in p for p in single)
+
+
+SLICED = {"gpu-a": {"gpus": 2, "replicas": 2}, "gpu-b": {"gpus": 2, "replicas": 1}}
+
+
+@pytest.mark.parametrize(
+    ("models", "capacity", "fragment"),
+    [
+        # A tensor-parallel model fits the node without time-slicing...
+        ([{"served_name": "tp", "path": "m", "tensor_parallel_size": 2}], SLICED, None),
+        # ...but not when every node slices its GPUs: the device plugin would refuse two slices.
+        (
+            [{"served_name": "tp", "path": "m", "tensor_parallel_size": 2}],
+            {"gpu-a": {"gpus": 2, "replicas": 2}},
+            "needs 2 whole GPUs on one node",
+        ),
+        # Two tensor-parallel replicas need four whole GPUs; the unsliced node has two.
+        (
+            [{"served_name": "tp", "path": "m", "tensor_parallel_size": 2, "replicas": 2}],
+            SLICED,
+            "need 4 whole GPUs in all but the nodes without time-slicing have 2",
+        ),
+        # An explicit 0.9 on a GPU shared two ways: the second pod on the GPU fails at start.
+        ([{"served_name": "q", "path": "m", "gpu_memory_utilization": 0.9}], SLICED, "set it to at most 0.5"),
+        ([{"served_name": "q", "path": "m", "gpu_memory_utilization": 0.45}], SLICED, None),
+        ([{"served_name": "q", "path": "m", "gpu_memory_utilization": "lots"}], SLICED, "not a number between"),
+        # Weights against the memory share: the notes' 35B model (65 GiB in bf16) on a 24 GB L4 at TP 1.
+        (
+            [{"served_name": "n", "path": "m", "weights_gib": 65.2}],
+            {"l4": {"gpus": 1, "replicas": 1, "memory_mib": 23034}},
+            "65.2 GiB of weights over 1 GPU(s) is 65.2 GiB per GPU",
+        ),
+        (
+            [{"served_name": "n", "path": "m", "weights_gib": 14.2}],
+            {"l4": {"gpus": 1, "replicas": 1, "memory_mib": 23034}},
+            None,
+        ),
+        # The same 14.2 GiB on an L4 sliced two ways: its share is 0.45 x 22.5 GiB.
+        (
+            [{"served_name": "n", "path": "m", "weights_gib": 14.2}],
+            {"l4": {"gpus": 1, "replicas": 2, "memory_mib": 23034}},
+            "more than its share of l4 can hold",
+        ),
+        # Split over 4 A100s it fits.
+        (
+            [{"served_name": "n", "path": "m", "weights_gib": 65.2, "tensor_parallel_size": 4}],
+            {"a100": {"gpus": 4, "replicas": 1, "memory_mib": 81920}},
+            None,
+        ),
+        # Unknown GPU memory: nothing to compare with, no refusal.
+        ([{"served_name": "n", "path": "m", "weights_gib": 65.2}], {"x": {"gpus": 1, "replicas": 1}}, None),
+    ],
+)
+def test_plans_that_time_slicing_or_gpu_memory_cannot_hold_are_refused(models, capacity, fragment):
+    problems = plan.plan_problems(models, capacity, IMAGE)
+    if fragment is None:
+        assert problems == []
+    else:
+        assert any(fragment in p for p in problems), problems
+
+
+def test_weights_measured_in_the_seed_directory_are_checked():
+    l4 = {"l4": {"gpus": 1, "replicas": 1, "memory_mib": 23034}}
+    models = [{"served_name": "n", "path": "nvidia/big"}]
+    assert plan.plan_problems(models, l4, IMAGE, weights={"nvidia/big": 30.0})
+    assert plan.plan_problems(models, l4, IMAGE, weights={"nvidia/big": 10.0}) == []
+    # A declared size wins over the measured one.
+    assert plan.plan_problems([dict(models[0], weights_gib=10)], l4, IMAGE, weights={"nvidia/big": 30.0}) == []
+
+
+def test_one_gpu_demand_beyond_the_slices_is_refused_when_whole_gpus_are_reserved():
+    capacity = {"gpu-a": {"gpus": 1, "replicas": 2}, "gpu-b": {"gpus": 2, "replicas": 1}}
+    models = [
+        {"served_name": "tp", "path": "m", "tensor_parallel_size": 2},
+        {"served_name": "one", "path": "n", "replicas": 3},
+    ]
+    problems = plan.plan_problems(models, capacity, IMAGE)
+    assert any("the one-GPU models need 3 GPU slices but the time-sliced nodes have 2" in p for p in problems)
+    assert plan.plan_problems([models[0], dict(models[1], replicas=2)], capacity, IMAGE) == []

@@ -1,17 +1,20 @@
 """GPU Operator values that the pinned chart (v26.7.1) and its operator actually act on.
 
-The values come from the role as a site gets them (playbooks/render.yml on the example inventory), once as the
-inventory has it and once with every optional value on (lab/charts.py's EVERY_OPTION). What the operator does
-with them is read from NVIDIA/gpu-operator's controllers/object_controls.go (TransformToolkit,
-transformToolkitCtrForCDI, transformForRuntime) and the toolkit installer's flags; see docs/architecture.md.
+The values come from the role as a site gets them (playbooks/render.yml on the example inventory, the session's
+render of tests/unit/rendered_sites.py), once as the inventory has it and once with every optional value on
+(lab/live/charts.py's EVERY_OPTION). What the operator does with them is read from NVIDIA/gpu-operator's
+controllers/object_controls.go (TransformToolkit, transformToolkitCtrForCDI, transformForRuntime) and the toolkit
+installer's flags; see docs/architecture.md. On every rendered test site: the chart shaped for K3s and the
+time-slicing ConfigMap.
 """
 
-import json
-
-import charts
 import pytest
+import rendered_sites
 import yaml
 from conftest import ROOT, run_playbook
+from rendered_sites import CRDS, of_kind
+
+from lab.live import charts
 
 DEFAULTS = ROOT / "roles" / "gpu_operator" / "defaults" / "main.yml"
 SPECS = ROOT / "roles" / "gpu_operator" / "meta" / "argument_specs.yml"
@@ -24,23 +27,20 @@ CONTROL_PLANE = {
 GPU = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
-def render_values(tmp_path, extra_vars=None):
-    extra = ["-e", f"render_dir={tmp_path}"] + (["-e", json.dumps(extra_vars)] if extra_vars else [])
-    proc, _result = run_playbook("render.yml", ROOT / "inventories" / "example", callback="default", extra=extra)
-    assert proc.returncode == 0, proc.stdout[-3000:]
-    docs = yaml.safe_load_all((tmp_path / "gpu-operator.yaml").read_text())
-    (chart,) = [d for d in docs if d and d["kind"] == "HelmChart"]
-    return yaml.safe_load(chart["spec"]["valuesContent"])
+rendered = rendered_sites.site_fixture()
 
 
-@pytest.fixture(scope="module")
-def inventory_values(tmp_path_factory):
-    return render_values(tmp_path_factory.mktemp("gpu-operator-inventory"))
+@pytest.fixture
+def inventory_values(request):
+    """The chart's values in the example site's render (the session's, shared with every test of the example)."""
+    return helm_values(rendered_sites.site(request, "example").docs)[1]
 
 
-@pytest.fixture(scope="module")
-def every_option_values(tmp_path_factory):
-    return render_values(tmp_path_factory.mktemp("gpu-operator-every"), charts.EVERY_OPTION["gpu-operator"])
+@pytest.fixture
+def every_option_values(request):
+    """The same with every optional value of the role on (rendered once a session too)."""
+    inputs = rendered_sites.example_with(charts.EVERY_OPTION["gpu-operator"])
+    return helm_values(rendered_sites.site(request, "example-every-gpu-operator-option", inputs).docs)[1]
 
 
 def toolkit_env(values):
@@ -99,3 +99,54 @@ def test_mig_strategy_none_is_written_not_left_to_the_charts_single(inventory_va
     assert inventory_values["migManager"] == {"enabled": False}
     assert every_option_values["mig"] == {"strategy": "mixed"}
     assert every_option_values["migManager"]["enabled"] is True
+
+
+def helm_values(docs):
+    (chart,) = [c for c in of_kind(docs, "HelmChart") if c["metadata"]["name"] == "gpu-operator"]
+    return chart, yaml.safe_load(chart["spec"]["valuesContent"])
+
+
+def test_gpu_operator_chart_is_shaped_for_k3s(rendered):
+    site, docs, _out, _proc = rendered
+    chart, values = helm_values(docs)
+    assert (chart["metadata"]["namespace"], chart["spec"]["targetNamespace"]) == ("kube-system", "gpu-operator")
+    assert chart["spec"]["version"] == "v26.7.1" and chart["spec"]["repo"].startswith("https://")
+    known = set(CRDS[("helm.cattle.io/v1", "HelmChart")]["x-gpu-operator-values"])
+    assert set(values) <= known, set(values) - known
+    env = {e["name"]: e["value"] for e in values["toolkit"]["env"]}
+    assert env["CONTAINERD_SOCKET"] == "/run/k3s/containerd/containerd.sock"
+    assert env["CONTAINERD_CONFIG"].startswith("/var/lib/rancher/k3s/agent/etc/containerd/")
+    assert values["driver"]["enabled"] is False  # drivers on the host, as in the notes
+    assert values["devicePlugin"]["enabled"] and values["dcgmExporter"]["enabled"]
+    toleration = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    assert toleration in values["daemonsets"]["tolerations"]
+    (ns,) = [d for d in of_kind(docs, "Namespace") if d["metadata"]["name"] == "gpu-operator"]
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    if site == "full":
+        assert values["mig"] == {"strategy": "single"}
+        assert values["devicePlugin"]["config"] == {"name": "time-slicing-config", "default": "exclusive"}
+        assert values["toolkit"]["repository"] == "registry.site.internal:5000/nvidia/k8s"
+        assert values["node-feature-discovery"]["image"]["repository"].startswith("registry.site.internal:5000/")
+        # Since v25.10 the validator and the node status exporter are the operator's own image.
+        for component in ("validator", "nodeStatusExporter"):
+            assert values[component]["repository"] == values["operator"]["repository"]
+            assert values[component]["image"] == "gpu-operator"
+        assert values["operator"]["repository"] == "registry.site.internal:5000/nvidia"
+        assert values["driver"]["manager"]["repository"] == "registry.site.internal:5000/nvidia/cloud-native"
+    else:
+        # MIG off is written as such: the chart's own default is mig.strategy single.
+        assert "config" not in values["devicePlugin"] and values["mig"] == {"strategy": "none"}
+
+
+def test_time_slicing_configmap_has_one_config_per_class(rendered):
+    site, docs, _out, _proc = rendered
+    maps = [d for d in of_kind(docs, "ConfigMap") if d["metadata"]["name"] == "time-slicing-config"]
+    if site != "full":
+        assert maps == []
+        return
+    (cm,) = maps
+    assert sorted(cm["data"]) == ["exclusive", "shared"]
+    shared = yaml.safe_load(cm["data"]["shared"])
+    assert shared["flags"]["migStrategy"] == "single"
+    assert shared["sharing"]["timeSlicing"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 2}]
+    assert "sharing" not in yaml.safe_load(cm["data"]["exclusive"])

@@ -1,6 +1,7 @@
 """Monitoring rules and dashboards: the generated rules pass `promtool check rules` and the promtool unit tests
 in data/promtool/, and every query of the rules and dashboards uses a metric that the recording rules define or
-an exporter documents (data/metric_names.yml)."""
+an exporter documents (data/metric_names.yml); on the rendered test sites (tests/unit/rendered_sites.py), every serving
+pod is scraped once, at its own metrics path."""
 
 import json
 import re
@@ -8,8 +9,10 @@ import shutil
 import subprocess
 
 import pytest
+import rendered_sites
 import yaml
 from conftest import DATA
+from rendered_sites import of_kind, workloads
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import monitoring
 
@@ -241,3 +244,33 @@ def test_manifests_carry_the_consumer_rules():
     (rule,) = [o for o in monitoring.monitoring_manifests(params) if o["kind"] == "PrometheusRule"]
     assert rule["spec"]["groups"] == monitoring.rule_groups(PARAMS)
     assert "aiinfra-consumers.alerts" in [g["name"] for g in rule["spec"]["groups"]]
+
+
+rendered = rendered_sites.site_fixture()
+
+
+def test_every_serving_pod_is_scraped_once_at_its_own_metrics_path(rendered):
+    """Each model server and gateway pod is selected by exactly one PodMonitor, on the path it serves (NIM: /v1)."""
+    _site, docs, _out, _proc = rendered
+    monitors = of_kind(docs, "PodMonitor")
+    if not monitors:
+        return
+
+    def selects(monitor, labels):
+        selector = monitor["spec"]["selector"]
+        if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+            return False
+        for expr in selector.get("matchExpressions", []):
+            inside = labels.get(expr["key"]) in expr["values"]
+            if inside != (expr["operator"] == "In"):
+                return False
+        return True
+
+    for dep in workloads(docs):
+        template = dep["spec"]["template"]
+        path = template["metadata"].get("annotations", {}).get("prometheus.io/path")
+        if not path:
+            continue
+        chosen = [m for m in monitors if selects(m, template["metadata"]["labels"])]
+        assert len(chosen) == 1, (dep["metadata"]["name"], [m["metadata"]["name"] for m in chosen])
+        assert chosen[0]["spec"]["podMetricsEndpoints"][0]["path"] == path, dep["metadata"]["name"]
