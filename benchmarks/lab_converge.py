@@ -6,8 +6,8 @@ no-op re-run (changed=0 expected); the nodes' memory.
 For each node count N (1 control plane + N-1 GPU workers) the lab is removed, `make lab` is timed on
 fresh nodes (node start included; the image is built beforehand so its one-off build is not counted),
 then `make lab` is timed again. The PLAY RECAP is parsed to report the tasks that ran (ok) and the changed
-ones per run, and the no-op run's share of the first. The lab is
-removed at the end. The lab bundle (node components and images) is built first and timed apart (a cache hit
+ones per run, and the no-op run's share of the first. The lab is removed at the end (--keep leaves the last one
+up, e.g. for tests/lab). The lab bundle (node components and images) is built first and timed apart (a cache hit
 when it was built before). Memory: the lab containers' total, sampled every 2 s by `podman stats` during the first
 run (peak), and each node's idle usage plus its kubelet and containerd resident sizes after the re-run.
 Prints tables; exits non-zero if a re-run changed anything.
@@ -106,6 +106,7 @@ def component_rss(node):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, action="append", help="total lab nodes (repeatable)")
+    parser.add_argument("--keep", action="store_true", help="leave the last lab up (to run tests/lab on it)")
     args = parser.parse_args()
     counts = args.nodes or [3, 12]
     make("venv", "links")
@@ -126,7 +127,8 @@ def main():
             idle = lab_memory()
             memory.append((n, peak.peak, {node: (idle[node], component_rss(node)) for node in sorted(idle)}))
     finally:
-        make("lab-down")
+        if not args.keep:
+            make("lab-down")
     print(
         f"{'nodes':>5}  {'first converge':>14}  {'tasks':>5}  {'changed':>7}  {'no-op re-run':>12}  {'tasks':>5}  "
         f"{'on localhost':>12}  {'changed':>7}  {'no-op/first':>11}"
