@@ -84,7 +84,7 @@ def test_the_role_refuses_the_serving_namespace_before_reaching_the_api(tmp_path
                                 "name": "aiinfra.k3s.gpu_verify",
                                 "tasks_from": "vectoradd",
                             },
-                        }
+                        },
                     ],
                 }
             ]

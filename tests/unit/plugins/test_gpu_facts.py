@@ -131,10 +131,14 @@ def test_expected_from_facts_uses_node_names_and_skips_unreadable_hosts():
     ],
 )
 def test_gpu_verify_reads_the_driver_container_where_the_operator_owns_the_driver(inventory, root):
-    """gpu_verify's default driver root follows the inventory's GPU Operator settings."""
+    """The site plan decides where nvidia-smi is read (the GPU Operator's driver container when it installs the
+    driver), and gpu_verify's default driver root is the plan's."""
     from ansible.parsing.dataloader import DataLoader
     from ansible.template import Templar, trust_as_template
 
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.site_plan import gpu_operator_plan
+
+    plan = {"gpu_operator": gpu_operator_plan(inventory)}
     defaults = yaml.safe_load((ROOT / "roles" / "gpu_verify" / "defaults" / "main.yml").read_text())
-    templar = Templar(loader=DataLoader(), variables=inventory)
+    templar = Templar(loader=DataLoader(), variables={"site_plan_current": plan})
     assert templar.template(trust_as_template(defaults["gpu_verify_driver_root"])) == root

@@ -1,0 +1,142 @@
+"""The size of the house and the time of one render: lines of YAML and Python by part, and the wall time of
+playbooks/render.yml on inventories/example, for the working tree and for any git revision (issue 24's
+before/after, one run).
+
+    python benchmarks/house.py [--rev 5c3ffdb] [--repeat 3]
+
+A revision is exported with `git archive` into a temporary collection tree (ansible_collections/aiinfra/k3s) and
+rendered from there with this venv's ansible-playbook, so both sides run on the same machine in the same run.
+Lines are non-blank lines; tests/golden (rendered files) and changelogs are not counted. The render is the best
+of --repeat runs without secrets (render.yml's default). The lab's converge (tasks per run, no-op re-run) is
+benchmarks/lab_converge.py's.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PARTS = (
+    ("roles (YAML)", "roles", (".yml", ".yaml", ".j2")),
+    ("playbooks (YAML)", "playbooks", (".yml", ".yaml")),
+    ("plugins (Python)", "plugins", (".py",)),
+    ("lab (Python)", "lab", (".py",)),
+    ("tests (Python)", "tests", (".py",)),
+    ("tests (YAML data)", "tests", (".yml", ".yaml")),
+)
+SKIP = ("tests/golden/",)
+
+
+def export(rev, into):
+    """The tree of `rev` under into/ansible_collections/aiinfra/k3s."""
+    tree = into / "ansible_collections" / "aiinfra" / "k3s"
+    tree.mkdir(parents=True)
+    archive = into / "tree.tar"
+    subprocess.run(["git", "archive", "-o", str(archive), rev], cwd=ROOT, check=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(tree, filter="data")
+    return tree
+
+
+def lines(tree):
+    out = {}
+    for label, top, suffixes in PARTS:
+        total = files = 0
+        for path in (tree / top).rglob("*"):
+            rel = path.relative_to(tree).as_posix()
+            if path.is_file() and path.suffix in suffixes and not rel.startswith(SKIP):
+                total += sum(1 for line in path.read_text(errors="replace").splitlines() if line.strip())
+                files += 1
+        out[label] = (total, files)
+    module_utils = tree / "plugins" / "module_utils"
+    out["module_utils files"] = (len(list(module_utils.rglob("*.py"))), 0)
+    out["tasks in roles"] = (tasks(tree), 0)
+    return out
+
+
+def tasks(tree):
+    """Task entries in the roles' task and handler files (a block counts as its tasks)."""
+    import yaml
+
+    def count(items):
+        n = 0
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, dict) and "block" in item:
+                n += sum(count(item.get(k)) for k in ("block", "rescue", "always"))
+            elif isinstance(item, dict):
+                n += 1
+        return n
+
+    return sum(
+        count(yaml.safe_load(p.read_text()))
+        for p in (tree / "roles").glob("*/*/*.yml")
+        if p.parent.name in ("tasks", "handlers")
+    )
+
+
+def render(collections, tree, out):
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(tree / "ansible.cfg"),
+        ANSIBLE_COLLECTIONS_PATH=str(collections),
+    )
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "ansible-playbook"),
+            str(tree / "playbooks" / "render.yml"),
+            "-i",
+            str(tree / "inventories" / "example"),
+            "-e",
+            f"render_dir={out}",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+        cwd=tree,
+    )
+    elapsed = time.perf_counter() - t0
+    if proc.returncode:
+        sys.exit(proc.stdout[-3000:])
+    return elapsed
+
+
+def measure(rev, repeat):
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        if rev:
+            tree, collections = export(rev, tmp / "c"), tmp / "c"
+        else:
+            tree, collections = ROOT, ROOT / ".cache" / "collections"
+        counted = lines(tree)
+        times = [render(collections, tree, tmp / f"out{r}") for r in range(repeat)]
+    return counted, times
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rev", action="append", default=[], help="git revision to compare (repeatable)")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    columns = [(rev, measure(rev, args.repeat)) for rev in args.rev] + [("working tree", measure(None, args.repeat))]
+    labels = list(columns[0][1][0])
+    print(f"{'':<22}" + "".join(f"{name:>16}" for name, _ in columns))
+    for label in labels:
+        cells = []
+        for _name, (counted, _times) in columns:
+            total, files = counted[label]
+            cells.append(f"{total} ({files})" if files else str(total))
+        print(f"{label:<22}" + "".join(f"{c:>16}" for c in cells))
+    print(f"{'render.yml example, s':<22}" + "".join(f"{min(t):>16.2f}" for _n, (_c, t) in columns))
+    print(f"{'  runs':<22}" + "".join(f"{', '.join(f'{x:.1f}' for x in t):>16}" for _n, (_c, t) in columns))
+
+
+if __name__ == "__main__":
+    main()
