@@ -42,7 +42,7 @@ def nim_manifests(models, params, site):
     from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import model_servers
     from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
 
-    return build("nim_manifests", lambda: model_servers.nim_manifests(list(models), dict(site), dict(params)))
+    return build("nim_manifests", lambda: model_servers.nim_manifests(list(models), dict(params), dict(site)))
 
 
 class FilterModule(object):

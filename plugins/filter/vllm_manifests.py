@@ -4,16 +4,18 @@
 
 DOCUMENTATION = r"""
 name: vllm_manifests
-short_description: Build the vLLM model servers (a StatefulSet and a Service per model)
+short_description: Build the vLLM model servers (a Deployment and a Service per model)
 version_added: 0.1.0
 description:
-  - Takes the vllm_models list and returns, per model, a StatefulSet (one store claim per replica) and a Service
-    built by the shared GPU workload builder (GPU limits equal to the tensor-parallel size, the GPU toleration
-    and node selector, probes sized for slow model loads, graceful shutdown, a read-only model store, a memory-
-    backed /dev/shm and JSON logs).
+  - Takes the site plan's vLLM models and returns, per model, a Deployment (each replica's store claim from an
+    ephemeral volume) and a Service built by the shared GPU workload builder (GPU limits equal to the
+    tensor-parallel size, the GPU toleration and node selector, probes sized for slow model loads, graceful
+    shutdown, a read-only model store, a memory-backed /dev/shm and JSON logs).
 options:
   _input:
-    description: The vllm_models list.
+    description:
+      - The site plan's vLLM models (C(site_plan_current.models), server vllm), each with its defaults, placement
+        and memory share filled in.
     type: list
     required: true
   params:
@@ -27,9 +29,11 @@ options:
 """
 
 EXAMPLES = r"""
-- name: Build the vLLM model servers (a StatefulSet and a Service per model)
+- name: Build the vLLM model servers (a Deployment and a Service per model)
   ansible.builtin.set_fact:
-    __objects: "{{ vllm_models | aiinfra.k3s.vllm_manifests(__params, __site) }}"
+    __objects: >-
+      {{ site_plan_current.models | selectattr('server', '==', 'vllm')
+         | aiinfra.k3s.vllm_manifests(__params, __site) }}
 """
 
 RETURN = r"""
@@ -44,7 +48,7 @@ def vllm_manifests(models, params, site):
     from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import model_servers
     from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
 
-    return build("vllm_manifests", lambda: model_servers.vllm_manifests(list(models), dict(site), dict(params)))
+    return build("vllm_manifests", lambda: model_servers.vllm_manifests(list(models), dict(params), dict(site)))
 
 
 class FilterModule(object):

@@ -5,8 +5,6 @@
 so placement, GPU limits, tolerations, probes, graceful shutdown and security settings are written once; the
 model store's local volumes and the NGC secrets."""
 
-import math
-
 from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import json_logging
 from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.objects import (
     RUN_AS_USER,
@@ -43,10 +41,6 @@ SHARED_LABEL = "nvidia.com/gpu.replicas"
 GPU_TYPE_LABEL = "aiinfra.io/gpu-type"
 NODE_GROUP_LABEL = "aiinfra.io/node-group"
 HOSTNAME_KEY = "kubernetes.io/hostname"
-# vLLM's share of a GPU's memory when the GPU is its own (vLLM's default); divided by the slices of a shared GPU.
-MEMORY_UTILIZATION = 0.9
-# Fraction of a model server's memory share that must stay free of weights, for activations and the KV cache.
-KV_CACHE_ROOM = 0.1
 CACHE = "/tmp/.cache"
 
 
@@ -266,25 +260,9 @@ def whole_gpus_affinity(shared_replicas, operator="NotIn"):
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
 
 
-def gpu_share(gpus, shared_replicas):
-    """How many pods may share each GPU of a pod asking for `gpus`: the most slices of any time-sliced node for a
-    one-GPU pod (it may land there), 1 for a multi-GPU pod (kept off sliced nodes)."""
-    if int(gpus) > 1:
-        return 1
-    return max([1] + [int(r) for r in shared_replicas or []])
-
-
-def memory_utilization(model, share):
-    """vLLM's --gpu-memory-utilization: the model's own value, else vLLM's default divided by the pods that may
-    share the GPU, rounded down to hundredths."""
-    if model.get("gpu_memory_utilization") is not None:
-        return float(model["gpu_memory_utilization"])
-    return math.floor(MEMORY_UTILIZATION * 100 / int(share)) / 100
-
-
-def vllm_args(model, store_mount, share=1):
-    """vLLM OpenAI server arguments for one model served from the local model store; share: pods that may share
-    each of its GPUs (time-slicing)."""
+def vllm_args(model, store_mount):
+    """vLLM OpenAI server arguments for one model of the site plan served from the local model store (its
+    memory_utilization is the plan's: memory_utilization() of its share of a GPU)."""
     args = [
         "--model",
         "%s/%s" % (store_mount.rstrip("/"), model["path"].strip("/")),
@@ -295,7 +273,7 @@ def vllm_args(model, store_mount, share=1):
         "--max-model-len",
         str(model.get("max_model_len", 8192)),
         "--gpu-memory-utilization",
-        str(memory_utilization(model, share)),
+        str(model["memory_utilization"]),
         "--port",
         str(model["port"]),
         # Finish the requests in flight on SIGTERM (vLLM's default, 0, aborts them) within the pod's grace period.
@@ -333,33 +311,30 @@ def placement_spec(model):
     return out
 
 
-def vllm_manifests(models, site, defaults):
-    """Deployment + Service per vLLM model (+ PodDisruptionBudget with several replicas), and the shared
-    JSON-logging ConfigMap. defaults: image, store_mount, store ({storage_class, size}), shm_size, resources,
-    log_level; model_auth (the site plan's: when enabled, each server reads the key only the gateway holds from its
-    Secret as VLLM_API_KEY and refuses /v1, /v2, /inference and /cohere requests without it; /health and /metrics
-    stay open for the probes and Prometheus)."""
+def vllm_manifests(models, params, site):
+    """Deployment + Service per vLLM model of the site plan (+ PodDisruptionBudget with several replicas), and the
+    shared JSON-logging ConfigMap. site: namespace and placement; params (the vllm role's): image, store_mount,
+    store ({storage_class, size}), shm_size, resources, log_level; model_auth (the site plan's: when enabled, each
+    server reads the key only the gateway holds from its Secret as VLLM_API_KEY and refuses /v1, /v2, /inference
+    and /cohere requests without it; /health and /metrics stay open for the probes and Prometheus)."""
     if not models:
         return []
     log_map = "vllm-logging"
-    auth = defaults.get("model_auth") or {}
+    auth = params.get("model_auth") or {}
     key_env = {VLLM_KEY_ENV: [auth["secret"], auth["key"]]} if auth.get("enabled") else {}
     out = [
         logging_configmap(
-            log_map, site["namespace"], ["vllm", "uvicorn", "uvicorn.access"], defaults.get("log_level", "INFO")
+            log_map, site["namespace"], ["vllm", "uvicorn", "uvicorn.access"], params.get("log_level", "INFO")
         )
     ]
-    for model in filled("vllm", models, defaults["image"]):
+    for model in filled("vllm", models, params["image"]):
         tp = model["gpus"]
         spec = {
             "name": "vllm-%s" % model["served_name"],
             "served_name": model["served_name"],
             "component": "vllm",
             "image": model["image"],
-            # The site plan's share where it gave one (the nodes the model may use), else the site's.
-            "args": vllm_args(
-                model, defaults["store_mount"], model.get("gpu_share") or gpu_share(tp, site.get("shared_replicas"))
-            ),
+            "args": vllm_args(model, params["store_mount"]),
             "env": {
                 **runtime_env("vllm"),
                 "HF_HUB_OFFLINE": "1",
@@ -374,23 +349,23 @@ def vllm_manifests(models, site, defaults):
             "gpus": tp,
             "replicas": model["replicas"],
             "autoscaled": model.get("autoscaled", False),
-            "resources": model.get("resources") or defaults["resources"],
+            "resources": model.get("resources") or params["resources"],
             "startup_timeout": model.get("startup_timeout", 1800),
             "termination_grace_period": model["termination_grace_period"],
             "volume_mounts": [
-                {"name": "models", "mountPath": defaults["store_mount"], "readOnly": True},
+                {"name": "models", "mountPath": params["store_mount"], "readOnly": True},
                 {"name": "dshm", "mountPath": "/dev/shm"},
                 {"name": "logging", "mountPath": LOG_DIR, "readOnly": True},
             ],
             "volumes": [
                 {
                     "name": "dshm",
-                    "emptyDir": {"medium": "Memory", "sizeLimit": model.get("shm_size") or defaults["shm_size"]},
+                    "emptyDir": {"medium": "Memory", "sizeLimit": model.get("shm_size") or params["shm_size"]},
                 },
                 {"name": "logging", "configMap": {"name": log_map}},
             ],
-            "store": defaults["store"],
-            "run_as_user": defaults.get("run_as_user", RUN_AS_USER),
+            "store": params["store"],
+            "run_as_user": params.get("run_as_user", RUN_AS_USER),
             # Replicas on different GPU nodes, so that one node's loss leaves the others: required where the site
             # plan found a node for each (spread hard), preferred otherwise.
             "spread_keys": [HOSTNAME_KEY],
@@ -403,13 +378,13 @@ def vllm_manifests(models, site, defaults):
     return out
 
 
-def nim_manifests(models, site, defaults):
+def nim_manifests(models, params, site):
     """NVIDIA NIM backends on the same GPU workload builder as vLLM, shaped for the NIM notes: at least two
     replicas spread over nodes and zones, a HorizontalPodAutoscaler, a PodDisruptionBudget, the NGC key as a
     Secret (environment) and as the image pull secret, NIM's own health endpoints.
 
-    defaults: store_mount, store ({storage_class, size}), shm_size, resources, ngc_secret, pull_secret, max_replicas, metric,
-    store_read_only.
+    site: namespace and placement; params (the nim role's): store_mount, store ({storage_class, size}), shm_size,
+    resources, ngc_secret, pull_secret, max_replicas, metric, store_read_only.
     """
     out = []
     for model in filled("nim", models):
@@ -424,7 +399,7 @@ def nim_manifests(models, site, defaults):
             "env": {
                 **runtime_env("nim", hub_cache=False),
                 "NIM_SERVED_MODEL_NAME": model["served_name"],
-                "NIM_CACHE_PATH": defaults["store_mount"],
+                "NIM_CACHE_PATH": params["store_mount"],
                 "NIM_JSONL_LOGGING": "1",
                 "NIM_LOG_LEVEL": "INFO",
                 "NIM_SERVER_PORT": str(model["port"]),
@@ -442,15 +417,13 @@ def nim_manifests(models, site, defaults):
                 ),
             },
             # NVIDIA's air-gap mode: the cache is filled beforehand and NIM gets no NGC key unless it may download.
-            "env_secrets": (
-                {"NGC_API_KEY": [defaults["ngc_secret"], "NGC_API_KEY"]} if defaults.get("download") else {}
-            ),
-            "image_pull_secrets": [defaults["pull_secret"]],
+            "env_secrets": ({"NGC_API_KEY": [params["ngc_secret"], "NGC_API_KEY"]} if params.get("download") else {}),
+            "image_pull_secrets": [params["pull_secret"]],
             "port": model["port"],
             "gpus": model["gpus"],
             "replicas": replicas,
             "autoscaled": True,
-            "resources": model.get("resources") or defaults["resources"],
+            "resources": model.get("resources") or params["resources"],
             "startup_timeout": model.get("startup_timeout", 1800),
             "termination_grace_period": model["termination_grace_period"],
             "health": {"startup": "/v1/health/ready", "ready": "/v1/health/ready", "live": "/v1/health/live"},
@@ -458,23 +431,23 @@ def nim_manifests(models, site, defaults):
             "metrics_path": "/v1/metrics",
             "spread_keys": [HOSTNAME_KEY, "topology.kubernetes.io/zone"],
             "volume_mounts": [
-                {"name": "models", "mountPath": defaults["store_mount"], "readOnly": defaults["store_read_only"]},
+                {"name": "models", "mountPath": params["store_mount"], "readOnly": params["store_read_only"]},
                 {"name": "dshm", "mountPath": "/dev/shm"},
             ],
             "volumes": [
                 {
                     "name": "dshm",
-                    "emptyDir": {"medium": "Memory", "sizeLimit": model.get("shm_size") or defaults["shm_size"]},
+                    "emptyDir": {"medium": "Memory", "sizeLimit": model.get("shm_size") or params["shm_size"]},
                 },
             ],
-            "store": defaults["store"],
-            "run_as_user": defaults.get("run_as_user", RUN_AS_USER),
+            "store": params["store"],
+            "run_as_user": params.get("run_as_user", RUN_AS_USER),
             **placement_spec(model),
         }
         out.extend(gpu_workload(spec, site))
         labels = labels_for(name, "nim")
         out.append(disruption_budget(name, site["namespace"], labels))
-        maximum = int(model.get("max_replicas", defaults["max_replicas"]))
+        maximum = int(model.get("max_replicas", params["max_replicas"]))
         out.append(
             autoscaler(
                 name,
@@ -482,7 +455,7 @@ def nim_manifests(models, site, defaults):
                 labels,
                 replicas,
                 max(maximum, replicas),
-                defaults["metric"],
+                params["metric"],
                 MODEL_WORKLOAD_KIND,
             )
         )

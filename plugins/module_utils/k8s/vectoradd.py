@@ -87,7 +87,9 @@ def site_namespaces(plan):
         if name:
             out.setdefault(str(name), []).append(variable)
     used = [(w.get("namespace"), "the site plan's %s" % w.get("name")) for w in plan.get("workloads") or []]
-    used += [(r.get("namespace"), "the site plan's route of %s" % r.get("model")) for r in plan.get("model_routes") or []]
+    used += [
+        (r.get("namespace"), "the site plan's route of %s" % r.get("model")) for r in plan.get("model_routes") or []
+    ]
     used += [((plan.get("edge") or {}).get("namespace"), "the site plan's edge")]
     used += [((plan.get("limits") or {}).get("namespace"), "the site plan's rate-limit store")]
     named = set(out)  # a namespace a variable names is told by its variables alone

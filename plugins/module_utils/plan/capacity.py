@@ -8,15 +8,11 @@ per cause, with the numbers it was decided on."""
 
 import math
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.model_servers import (
-    KV_CACHE_ROOM,
-    gpu_share,
-    memory_utilization,
-)
 from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.objects import (
     image_pinned,
 )
 from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.models import (
+    KV_CACHE_ROOM,
     PRESTOP_SECONDS,
     SERVER_BASE_GIB,
     SHUTDOWN_MARGIN,
@@ -24,7 +20,9 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.models import (
     WORKER_GIB,
     as_int,
     filled,
+    gpu_share,
     load_memory_gib,
+    memory_utilization,
     model_sizing,
     quantity_bytes,
     store_path_error,
@@ -359,7 +357,12 @@ def memory_findings(work, capacity, weights_gib, measured=False, reserve_whole=F
     explicit = work["model"].get("gpu_memory_utilization")
     out = []
     try:
-        utilization = memory_utilization(work["model"], share)
+        # The site plan's decision (placement_plan) where the model comes from it, else the same rule here.
+        utilization = (
+            work["model"]["memory_utilization"]
+            if "memory_utilization" in work["model"]
+            else memory_utilization(work["model"], share)
+        )
     except (TypeError, ValueError):
         utilization = None
     if utilization is None or not 0 < utilization <= 1:

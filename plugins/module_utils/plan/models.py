@@ -62,6 +62,10 @@ def filled(server, models, default_image=None, weights=None):
 
 # Host memory and CPU of a vLLM server, derived from its weights and tensor-parallel size (roles/vllm/README.md
 # explains each figure). vLLM runs an API server and an engine core process, and one worker process per GPU.
+# vLLM's share of a GPU's memory when the GPU is its own (vLLM's default); divided by the slices of a shared GPU.
+MEMORY_UTILIZATION = 0.9
+# Fraction of a model server's memory share that must stay free of weights, for activations and the KV cache.
+KV_CACHE_ROOM = 0.1
 SERVER_BASE_GIB = 4  # API server + engine core: Python, torch, the tokenizer, the scheduler
 WORKER_GIB = 4  # each GPU worker: torch and the CUDA context's host memory, NCCL's host buffers, pinned staging
 SHM_GIB_PER_GPU = 2  # /dev/shm per GPU: NCCL's shared-memory transport, vLLM's engine-to-worker queue, torch IPC
@@ -208,3 +212,19 @@ def store_path_error(path):
     if any(part in (".", "..") for part in path.split("/")):
         return "is %r: a '.' or '..' segment would leave the model's directory (or the store)" % path
     return None
+
+
+def gpu_share(gpus, shared_replicas):
+    """How many pods may share each GPU of a pod asking for `gpus`: the most slices of any time-sliced node for a
+    one-GPU pod (it may land there), 1 for a multi-GPU pod (kept off sliced nodes)."""
+    if int(gpus) > 1:
+        return 1
+    return max([1] + [int(r) for r in shared_replicas or []])
+
+
+def memory_utilization(model, share):
+    """vLLM's --gpu-memory-utilization: the model's own value, else vLLM's default divided by the pods that may
+    share the GPU, rounded down to hundredths."""
+    if model.get("gpu_memory_utilization") is not None:
+        return float(model["gpu_memory_utilization"])
+    return math.floor(MEMORY_UTILIZATION * 100 / int(share)) / 100

@@ -67,6 +67,7 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.models import (
     STORE_PATH_FIX,
     as_int,
     filled,
+    memory_utilization,
     store_path_error,
 )
 
@@ -941,6 +942,13 @@ def placement_plan(models, nodes, capacity, reserve_whole):
         # divided by it), 1 for whole GPUs; without a node to run on, the site's most sliced node.
         slices = [capacity[n]["replicas"] for n in (usable or allowed) if n in capacity]
         model["gpu_share"] = 1 if gpus > 1 else max([1, *slices])
+        if model["server"] == "vllm":
+            # vLLM's --gpu-memory-utilization, decided here once (None: the model's own value is not a number,
+            # which the capacity check reports).
+            try:
+                model["memory_utilization"] = memory_utilization(model, model["gpu_share"])
+            except (TypeError, ValueError):
+                model["memory_utilization"] = None
     return out
 
 

@@ -86,7 +86,8 @@ def test_a_tp4_70b_pod_no_longer_gets_the_flat_defaults():
         "shm_size": "8Gi",
         "resources": {"requests": {"cpu": "4", "memory": "16Gi"}, "limits": {"cpu": "8", "memory": "24Gi"}},
     }
-    (deploy,) = [o for o in wl.vllm_manifests([llama], site, defaults) if o["kind"] == "Deployment"]
+    llama["memory_utilization"] = 0.9
+    (deploy,) = [o for o in wl.vllm_manifests([llama], defaults, site) if o["kind"] == "Deployment"]
     res = deploy["spec"]["template"]["spec"]["containers"][0]["resources"]
     assert res["limits"] == {"cpu": "20", "memory": "160Gi", "nvidia.com/gpu": "4"}
     assert res["requests"] == {"cpu": "10", "memory": "53Gi", "nvidia.com/gpu": "4"}

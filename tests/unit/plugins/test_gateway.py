@@ -264,7 +264,7 @@ def vllm_objects(model_auth):
         "resources": {"requests": {"cpu": "4"}},
         "model_auth": model_auth,
     }
-    return wl.vllm_manifests([{"served_name": "m1", "path": "org/m1"}], site, defaults)
+    return wl.vllm_manifests([{"served_name": "m1", "path": "org/m1", "memory_utilization": 0.9}], defaults, site)
 
 
 def test_a_new_master_key_rolls_the_vllm_servers_with_the_gateway():

@@ -230,7 +230,7 @@ def test_the_drain_fits_the_grace_period(model, shutdown, grace):
             **filled,
             "name": "a",
             "component": "vllm",
-            "args": wl.vllm_args(filled, "/data/models"),
+            "args": wl.vllm_args(dict(filled, memory_utilization=0.9), "/data/models"),
             "env": {},
             "resources": {},
             "store": {"storage_class": "s", "size": "1Gi"},
@@ -256,7 +256,7 @@ def test_nim_keeps_its_own_passthrough_arguments_and_drains():
         "store_read_only": True,
     }
     site = {"namespace": "ns", "gpu_node_selector": {}, "gpu_toleration_key": "nvidia.com/gpu"}
-    (sts,) = [o for o in wl.nim_manifests([nim], site, defaults) if o["kind"] == "Deployment"]
+    (sts,) = [o for o in wl.nim_manifests([nim], defaults, site) if o["kind"] == "Deployment"]
     env = {e["name"]: e.get("value") for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["NIM_PASSTHROUGH_ARGS"] == "--max-num-seqs 8 --shutdown-timeout 90"
 
@@ -273,12 +273,3 @@ def test_manifests_do_not_depend_on_node_order():
     b_first = {"gpu-b": {"gpus": 2, "replicas": 1}, "gpu-a": {"gpus": 1, "replicas": 4}}
     a_first = dict(sorted(b_first.items()))
     assert wl.model_registry_manifests(b_first, params) == wl.model_registry_manifests(a_first, params)
-
-
-def test_the_memory_share_follows_the_slices_of_a_shared_gpu():
-    assert wl.memory_utilization({}, 1) == 0.9
-    assert wl.memory_utilization({}, 2) == 0.45
-    assert wl.memory_utilization({}, 3) == 0.3
-    assert wl.memory_utilization({"gpu_memory_utilization": 0.8}, 4) == 0.8
-    assert wl.gpu_share(1, [1, 2, 4]) == 4
-    assert wl.gpu_share(2, [1, 2, 4]) == 1

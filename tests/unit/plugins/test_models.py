@@ -57,3 +57,12 @@ def test_sizes_are_filled_once_from_the_weights():
 def test_a_size_that_is_no_size_derives_nothing(value):
     (model,) = models.filled("vllm", [{"served_name": "m", "path": "p", "weights_gib": value}], "img:1")
     assert "resources" not in model and "shm_size" not in model
+
+
+def test_the_memory_share_follows_the_slices_of_a_shared_gpu():
+    assert models.memory_utilization({}, 1) == 0.9
+    assert models.memory_utilization({}, 2) == 0.45
+    assert models.memory_utilization({}, 3) == 0.3
+    assert models.memory_utilization({"gpu_memory_utilization": 0.8}, 4) == 0.8
+    assert models.gpu_share(1, [1, 2, 4]) == 4
+    assert models.gpu_share(2, [1, 2, 4]) == 1

@@ -85,7 +85,7 @@ def test_without_a_placement_qwen_could_land_on_an_h100():
 def test_the_manifests_carry_the_plans_placement_and_spread():
     plan = newcomer_plan()
     site = dict(SITE_PARAMS, **plan["placement"])
-    objects = model_servers.vllm_manifests([m for m in plan["models"] if m["server"] == "vllm"], site, VLLM)
+    objects = model_servers.vllm_manifests([m for m in plan["models"] if m["server"] == "vllm"], VLLM, site)
     deployments = {o["metadata"]["name"]: o["spec"]["template"]["spec"] for o in objects if o["kind"] == "Deployment"}
     llama, qwen = deployments[LLAMA], deployments[QWEN]
 
@@ -130,7 +130,7 @@ def test_nim_models_get_the_same_placement_and_only_their_hostname_spread_is_har
     defaults = dict(
         VLLM, ngc_secret="ngc", pull_secret="pull", max_replicas=4, metric={"cpu": 80}, store_read_only=True
     )
-    objects = model_servers.nim_manifests(plan["models"], dict(SITE_PARAMS, **plan["placement"]), defaults)
+    objects = model_servers.nim_manifests(plan["models"], defaults, dict(SITE_PARAMS, **plan["placement"]))
     pod = next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]["spec"]
     spread = {c["topologyKey"]: c["whenUnsatisfiable"] for c in pod["topologySpreadConstraints"]}
     assert spread == {"kubernetes.io/hostname": "DoNotSchedule", "topology.kubernetes.io/zone": "ScheduleAnyway"}
@@ -146,7 +146,7 @@ def test_a_model_entry_resources_and_shm_size_reach_the_pod():
     models = copy.deepcopy([m for m in plan["models"] if m["server"] == "vllm"])
     models[0].update(resources={"requests": {"memory": "80Gi"}, "limits": {"memory": "96Gi"}}, shm_size="16Gi")
     models[1].update(resources={}, shm_size="")  # empty: the role's defaults
-    objects = model_servers.vllm_manifests(models, dict(SITE_PARAMS, **plan["placement"]), VLLM)
+    objects = model_servers.vllm_manifests(models, VLLM, dict(SITE_PARAMS, **plan["placement"]))
     pods = {o["metadata"]["name"]: o["spec"]["template"]["spec"] for o in objects if o["kind"] == "Deployment"}
     big, small = pods[LLAMA], pods[QWEN]
     assert big["containers"][0]["resources"]["limits"] == {"memory": "96Gi", "nvidia.com/gpu": "4"}
