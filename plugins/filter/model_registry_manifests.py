@@ -35,12 +35,10 @@ _value:
 
 
 def model_registry_manifests(capacity, params):
-    from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import model_servers
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import model_store
     from ansible_collections.aiinfra.k3s.plugins.plugin_utils.manifests import build
 
-    return build(
-        "model_registry_manifests", lambda: model_servers.model_registry_manifests(dict(capacity), dict(params))
-    )
+    return build("model_registry_manifests", lambda: model_store.model_registry_manifests(dict(capacity), dict(params)))
 
 
 class FilterModule(object):

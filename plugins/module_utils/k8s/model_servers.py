@@ -6,6 +6,7 @@ so placement, GPU limits, tolerations, probes, graceful shutdown and security se
 model store's local volumes and the NGC secrets."""
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import json_logging
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.model_store import store_volume
 from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.objects import (
     RUN_AS_USER,
     SERVED_NAME,
@@ -15,7 +16,6 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.objects import (
     harden,
     http_probe,
     labels_for,
-    namespace,
     registry_secret,
     secret,
     spread,
@@ -29,8 +29,6 @@ NODE_LOST_TAINTS = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-re
 # GPU node (Kubernetes' default toleration is 300 s). The controller marks the node unreachable after its
 # node-monitor-grace-period (50 s in Kubernetes 1.36) first.
 NODE_LOST_SECONDS = 30
-# Local volumes of the model store per GPU unit of a node (model_registry_manifests).
-VOLUMES_PER_UNIT = 2
 # GPU Feature Discovery's node label: time-slicing replicas of each GPU of the node (the lab's kwok nodes carry it
 # too). Pods asking for several GPUs keep off nodes whose GPUs are sliced: the device plugin runs with
 # failRequestsGreaterThanOne, so a request for two slices fails rather than landing on one physical GPU.
@@ -71,32 +69,6 @@ def runtime_env(user, hub_cache=True):
     if hub_cache:
         env["HF_HOME"] = CACHE + "/huggingface"
     return env
-
-
-def store_volume(store, labels=None):
-    """The volume named "models" through which a model server pod mounts its GPU node's local model store.
-
-    store: {"storage_class", "size"}. A generic ephemeral volume: the pod gets a claim of its own, made with the
-    pod and deleted with it (it is the claim's owner). Every GPU node offers several local PersistentVolumes of its
-    store (model_registry_manifests), all on the same read-only weights, so the claim binds, at first scheduling,
-    to a volume on whatever node the scheduler picks (WaitForFirstConsumer). A replacement pod, after a rollout,
-    an eviction or the loss of its node, therefore binds a volume on the node it lands on instead of waiting for
-    the old node's. The volume the old claim held becomes Released and is made Available again by the store's
-    recycler (model_registry).
-    """
-    return {
-        "name": "models",
-        "ephemeral": {
-            "volumeClaimTemplate": {
-                "metadata": {"labels": dict(labels or {})},
-                "spec": {
-                    "accessModes": ["ReadWriteOnce"],
-                    "storageClassName": store["storage_class"],
-                    "resources": {"requests": {"storage": store["size"]}},
-                },
-            }
-        },
-    }
 
 
 def node_lost_tolerations(seconds):
@@ -468,61 +440,3 @@ def ngc_secrets(api_key, namespace, api_secret, pull_secret, download=False):
     labels = labels_for("nim", "credentials")
     pull = [registry_secret(pull_secret, namespace, "nvcr.io", "$oauthtoken", api_key, labels)]
     return ([secret(api_secret, namespace, labels, {"NGC_API_KEY": api_key})] if download else []) + pull
-
-
-def model_registry_manifests(nodes, params):
-    """The serving namespace, the StorageClass and, on every GPU node, local PersistentVolumes of its model store:
-    VOLUMES_PER_UNIT per GPU unit (physical GPUs times time-slicing replicas). All of a node's volumes are the same
-    read-only directory; a pod's claim (store_volume) binds one of them on the node it runs on. There are twice as
-    many as the node can run model servers, so a replacement pod (rollout, eviction, node loss) finds a free one at
-    once while the volume its predecessor held waits, Released, for the recycler.
-
-    nodes: {node: {"gpus", "replicas"}} (the site plan's nodes) or a list of node names (one GPU each).
-    params: storage_class, path, size, namespace, pv_prefix.
-    """
-    if not isinstance(nodes, dict):
-        nodes = {node: {"gpus": 1, "replicas": 1} for node in nodes}
-    out = [
-        # Every pod of the serving namespace meets "restricted" (serving.harden): enforce it.
-        namespace(params["namespace"], "restricted"),
-        {
-            "apiVersion": "storage.k8s.io/v1",
-            "kind": "StorageClass",
-            "metadata": {"name": params["storage_class"], "labels": labels_for("model-registry", "storage")},
-            "provisioner": "kubernetes.io/no-provisioner",
-            "volumeBindingMode": "WaitForFirstConsumer",
-            "reclaimPolicy": "Retain",
-        },
-    ]
-    for node in sorted(nodes):  # stable file content whatever order the groups came in
-        units = max(int(nodes[node].get("gpus", 1)) * int(nodes[node].get("replicas", 1)), 1)
-        for slot in range(1, VOLUMES_PER_UNIT * units + 1):
-            out.append(
-                {
-                    "apiVersion": "v1",
-                    "kind": "PersistentVolume",
-                    "metadata": {
-                        "name": dns_name("%s-%s-%d" % (params["pv_prefix"], node, slot)),
-                        "labels": dict(labels_for("model-registry", "storage"), **{"aiinfra.io/node": dns_name(node)}),
-                    },
-                    "spec": {
-                        "capacity": {"storage": params["size"]},
-                        "accessModes": ["ReadWriteOnce"],
-                        "persistentVolumeReclaimPolicy": "Retain",
-                        "storageClassName": params["storage_class"],
-                        "local": {"path": params["path"]},
-                        "nodeAffinity": {
-                            "required": {
-                                "nodeSelectorTerms": [
-                                    {
-                                        "matchExpressions": [
-                                            {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
-                                        ]
-                                    }
-                                ]
-                            }
-                        },
-                    },
-                }
-            )
-    return out
