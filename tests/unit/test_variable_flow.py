@@ -203,3 +203,19 @@ def test_the_reader_sees_references():
         )
     )
     assert ("traefik_host", "traefik") in reads and ("litellm_port", None) in reads and ("traefik_host", None) in reads
+
+
+def test_what_the_plan_reads_does_not_come_from_the_plan():
+    """The site plan's inputs (site_plan.VARIABLES and SECRET_VARIABLES) default to their roles' defaults, which the
+    plan's action loads; a default that read site_plan_current would ask the plan for its own input."""
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.plan import site_plan
+
+    defaults = {}
+    for role in ROLES:
+        path = ROOT / "roles" / role / "defaults" / "main.yml"
+        if path.exists():
+            defaults.update(load(path))
+    inputs = [name for name in site_plan.VARIABLES + site_plan.SECRET_VARIABLES if name in defaults]
+    assert len(inputs) > 40  # the defaults were read
+    circular = [name for name in inputs if PLAN in set(references({name: defaults[name]}))]
+    assert circular == []
