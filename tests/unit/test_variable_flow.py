@@ -27,11 +27,14 @@ INCLUDES = {"ansible.builtin.include_role", "ansible.builtin.import_role", "incl
 JINJA = re.compile(r"\{\{(.*?)\}\}|\{%-?(.*?)-?%\}", re.S)
 LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
 NAME = re.compile(r"(?<![\w.])[A-Za-z_][A-Za-z0-9_]*")
+PRIVATE = re.compile(r"^__(?!aiinfra_)[a-z][a-z0-9_]*$")  # __aiinfra_*: the groups groups.yml makes
 
 
 def names_in(expression):
-    """The names an expression reads (attributes after a dot and string literals are not names)."""
-    return set(NAME.findall(LITERAL.sub("''", expression)))
+    """The names an expression reads (attributes after a dot and string literals are not names), and the private
+    names a string literal gives to hostvars (extract, selectattr, map(attribute=...)): '__<name>'."""
+    private = {m.group(0)[1:-1] for m in LITERAL.finditer(expression) if PRIVATE.match(m.group(0)[1:-1])}
+    return set(NAME.findall(LITERAL.sub("''", expression))) | private
 
 
 def references(value, key=None):
@@ -190,6 +193,8 @@ def test_the_reader_sees_references():
         "default",
         "x",
     }
+    assert "__prereq_kind" in names_in("hosts | map('extract', hostvars, '__prereq_kind')")
+    assert "__aiinfra_gpu" not in names_in("groups['__aiinfra_gpu']")
     assert owner_of("__vllm_models", table) == "vllm" and owner_of("traefik_output_objects", table) == "traefik"
     reads = list(
         task_reads(

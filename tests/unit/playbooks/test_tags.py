@@ -3,7 +3,7 @@
 `site.yml --tags serving` (docs/operations.md) must run nothing of the stages it does not select. Ansible puts an
 argument-spec check tagged `always` at the start of every role it loads statically; such a check reads only the
 role's own variables and is harmless. Anything else tagged `always` in such a play would run: a stage record, for
-one, names facts of its own stage (`__prereq_host_kind`, `manifests_output_sets`, ...) and would fail on the facts of a
+one, names facts of its own stage (`prereq_output_host_kind`, `manifests_output_sets`, ...) and would fail on the facts of a
 stage that did not run (a statically imported stage_report role did exactly that before it became an action)."""
 
 import re
