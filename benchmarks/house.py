@@ -43,18 +43,27 @@ def export(rev, into):
     return tree
 
 
+def files_of(tree):
+    """The files git tracks (an exported revision holds nothing else; a working tree also holds ignored caches)."""
+    if tree == ROOT:
+        listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        return [ROOT / name for name in listed.splitlines() if (ROOT / name).is_file()]
+    return [p for p in tree.rglob("*") if p.is_file()]
+
+
 def lines(tree):
     out = {}
+    every = files_of(tree)
     for label, top, suffixes in PARTS:
         total = files = 0
-        for path in (tree / top).rglob("*"):
+        for path in every:
             rel = path.relative_to(tree).as_posix()
-            if path.is_file() and path.suffix in suffixes and not rel.startswith(SKIP):
+            if rel.startswith(top + "/") and path.suffix in suffixes and not rel.startswith(SKIP):
                 total += sum(1 for line in path.read_text(errors="replace").splitlines() if line.strip())
                 files += 1
         out[label] = (total, files)
-    module_utils = tree / "plugins" / "module_utils"
-    out["module_utils files"] = (len(list(module_utils.rglob("*.py"))), 0)
+    module_utils = [p for p in every if p.relative_to(tree).as_posix().startswith("plugins/module_utils/")]
+    out["module_utils files"] = (sum(1 for p in module_utils if p.suffix == ".py"), 0)
     out["tasks in roles"] = (tasks(tree), 0)
     return out
 
