@@ -134,17 +134,18 @@ def main():
     parser.add_argument("--rev", action="append", default=[], help="git revision to compare (repeatable)")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    columns = [(rev, measure(rev, args.repeat)) for rev in args.rev] + [("working tree", measure(None, args.repeat))]
-    labels = list(columns[0][1][0])
-    print(f"{'':<22}" + "".join(f"{name:>16}" for name, _ in columns))
-    for label in labels:
+    names = [*args.rev, "working tree"]
+    results = [measure(rev, args.repeat) for rev in args.rev] + [measure(None, args.repeat)]
+    print(f"{'':<22}" + "".join(f"{name:>16}" for name in names))
+    for label in results[0][0]:
         cells = []
-        for _name, (counted, _times) in columns:
-            total, files = counted[label]
+        for result in results:
+            total, files = result[0][label]
             cells.append(f"{total} ({files})" if files else str(total))
         print(f"{label:<22}" + "".join(f"{c:>16}" for c in cells))
-    print(f"{'render.yml example, s':<22}" + "".join(f"{min(t):>16.2f}" for _n, (_c, t) in columns))
-    print(f"{'  runs':<22}" + "".join(f"{', '.join(f'{x:.1f}' for x in t):>16}" for _n, (_c, t) in columns))
+    print(f"{'render.yml example, s':<22}" + "".join(f"{min(result[1]):>16.2f}" for result in results))
+    runs = [", ".join(f"{x:.1f}" for x in result[1]) for result in results]
+    print(f"{'  runs':<22}" + "".join(f"{r:>16}" for r in runs))
 
 
 if __name__ == "__main__":
