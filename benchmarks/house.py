@@ -12,13 +12,12 @@ benchmarks/lab_converge.py's.
 """
 
 import argparse
-import os
 import subprocess
-import sys
 import tarfile
 import tempfile
-import time
 from pathlib import Path
+
+import render_manifests  # benchmarks/, beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = (
@@ -88,35 +87,6 @@ def tasks(tree):
     )
 
 
-def render(collections, tree, out):
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(tree / "ansible.cfg"),
-        ANSIBLE_COLLECTIONS_PATH=str(collections),
-    )
-    t0 = time.perf_counter()
-    proc = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "ansible-playbook"),
-            str(tree / "playbooks" / "render.yml"),
-            "-i",
-            str(tree / "inventories" / "example"),
-            "-e",
-            f"render_dir={out}",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=False,
-        cwd=tree,
-    )
-    elapsed = time.perf_counter() - t0
-    if proc.returncode:
-        sys.exit(proc.stdout[-3000:])
-    return elapsed
-
-
 def measure(rev, repeat):
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -125,7 +95,10 @@ def measure(rev, repeat):
         else:
             tree, collections = ROOT, ROOT / ".cache" / "collections"
         counted = lines(tree)
-        times = [render(collections, tree, tmp / f"out{r}") for r in range(repeat)]
+        times = [
+            render_manifests.run(tree / "inventories" / "example", tmp / f"out{r}", tree, collections)
+            for r in range(repeat)
+        ]
     return counted, times
 
 

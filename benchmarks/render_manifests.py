@@ -57,17 +57,19 @@ def site(directory, gpu_nodes, models):
     return directory
 
 
-def run(inventory, out):
+def run(inventory, out, tree=ROOT, collections=None):
+    """Wall time of one `ansible-playbook render.yml` of `inventory` into `out`, with the collection at `tree`
+    (this working tree by default; collections: the path holding ansible_collections/aiinfra/k3s for it)."""
     env = dict(
         os.environ,
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".cache" / "collections"),
+        ANSIBLE_CONFIG=str(tree / "ansible.cfg"),
+        ANSIBLE_COLLECTIONS_PATH=str(collections or ROOT / ".cache" / "collections"),
     )
     t0 = time.perf_counter()
     proc = subprocess.run(
         [
             str(Path(sys.executable).parent / "ansible-playbook"),
-            str(ROOT / "playbooks" / "render.yml"),
+            str(tree / "playbooks" / "render.yml"),
             "-i",
             str(inventory),
             "-e",
@@ -78,6 +80,7 @@ def run(inventory, out):
         env=env,
         timeout=600,
         check=False,
+        cwd=tree,
     )
     elapsed = time.perf_counter() - t0
     if proc.returncode:
