@@ -133,17 +133,19 @@ $(CRD_DEPS): tests/crd/package.json tests/crd/package-lock.json
 	npm ci --prefix tests/crd --no-audit --no-fund --loglevel=error
 	@touch "$@"
 
-test-tools: ## Install the test tools that come from Debian (npm for CRD schemas, promtool for rules, Redis for the gateway, jq for the klipper-helm stand-in's tests) if missing
+test-tools: ## Install the test tools that come from Debian (npm for CRD schemas, promtool for rules, Redis for the gateway, jq for the klipper-helm stand-in's tests, nginx as the model weights' HTTP mirror) if missing
 	@missing=""; command -v npm >/dev/null || missing="$$missing nodejs npm"; \
 	command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	command -v jq >/dev/null || missing="$$missing jq"; \
+	PATH="$$PATH:/usr/sbin" command -v nginx >/dev/null || missing="$$missing nginx-light"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "[test-tools] installing with apt-get:$$missing"; \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	    case "$$missing" in *prometheus*) systemctl disable --now prometheus >/dev/null 2>&1 || true;; esac; \
 	    case "$$missing" in *redis-server*) systemctl disable --now redis-server >/dev/null 2>&1 || true;; esac; \
+	    case "$$missing" in *nginx*) systemctl disable --now nginx >/dev/null 2>&1 || true;; esac; \
 	  else echo "ERROR: missing$$missing (CRD schema and rule tests): apt-get install$$missing" >&2; exit 1; fi; fi
 
 crd-deps: $(CRD_DEPS) ## Install the pinned CRD schema packages (npm) the unit tests validate against
