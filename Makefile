@@ -138,7 +138,7 @@ test-tools: ## Install the test tools that come from Debian (npm for CRD schemas
 	command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	command -v jq >/dev/null || missing="$$missing jq"; \
-	PATH="$$PATH:/usr/sbin" command -v nginx >/dev/null || missing="$$missing nginx-light"; \
+	PATH="$$PATH:/usr/sbin" command -v nginx >/dev/null || missing="$$missing nginx"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "[test-tools] installing with apt-get:$$missing"; \
