@@ -28,6 +28,7 @@ LAB_KUBECONFIG ?= $(HOME)/.kube/aiinfra-lab.yaml
 CLUSTER_INVENTORY ?= inventories/lab
 
 LITELLM_VENV := $(CACHE)/litellm-venv
+OLAH_VENV    := $(CACHE)/olah-venv
 
 .PHONY: locks help venv links gateway runtime crd-deps test-tools docs-check lab lab-bundle lab-live lab-up lab-down lab-status test lint yamllint ansible-lint ruff sanity unit molecule bench clean kube-build cluster cluster-down live charts versions
 
@@ -54,6 +55,8 @@ venv: $(BIN)/.installed ## Create the project venv (Python >= 3.12, pinned tools
 # a release replaced on PyPI under the same version fails to install. Edit the .in file, run this, review the diff.
 locks: venv ## Refresh the hashed Python locks (requirements-dev.txt, the LiteLLM and vLLM locks) from their .in files
 	$(BIN)/python -m lab.pins.locks compile
+	CUSTOM_COMPILE_COMMAND="make locks" $(BIN)/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras \
+	  --no-emit-index-url --no-emit-find-links --rebuild --output-file tests/weights/requirements-olah.txt tests/weights/requirements-olah.in
 
 links: ## Point the collections path at this working tree
 	@mkdir -p "$(dir $(LINK))" "$(ANSIBLE_HOME)"
@@ -150,7 +153,14 @@ test-tools: ## Install the test tools that come from Debian (npm for CRD schemas
 
 crd-deps: $(CRD_DEPS) ## Install the pinned CRD schema packages (npm) the unit tests validate against
 
-unit: venv links test-tools crd-deps ## pytest unit tests
+# olah (the Hub's HTTP API over a local git-lfs repository) for the hub_snapshot module's unit tests.
+$(OLAH_VENV)/.installed: tests/weights/requirements-olah.txt | venv
+	@echo "[weights] installing olah (tests/weights/requirements-olah.txt) into $(OLAH_VENV)"
+	@rm -rf "$(OLAH_VENV)" && $(BIN)/python -m venv "$(OLAH_VENV)"
+	"$(OLAH_VENV)/bin/pip" install -q --disable-pip-version-check --require-hashes -r tests/weights/requirements-olah.txt
+	@touch "$@"
+
+unit: venv links test-tools crd-deps $(OLAH_VENV)/.installed ## pytest unit tests
 	$(BIN)/pytest tests/unit
 
 $(LITELLM_VENV)/.installed: tests/gateway/requirements-litellm.txt | venv
