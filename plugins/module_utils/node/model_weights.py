@@ -1,0 +1,1106 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.k3s developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One model directory into a node's model store from an HTTP(S) location: resumable, verified once, published
+atomically. Plain functions over the Python standard library; the model_weights module is a thin wrapper.
+
+Layout under the store (an absolute directory, e.g. /data/model-registry):
+
+- ``<store>/<path>/``: the published model, its files plus ``SHA256SUMS`` (sha256sum format, so
+  ``sha256sum --check SHA256SUMS`` works there) and ``.aiinfra-weights.json``, the manifest: source, revision and,
+  per file, path, size, sha256, mtime_ns and when its content was verified.
+- ``<store>/.staging/<path>/``: the next version being built, on the store's file system: files of the published
+  model that are still good are hard-linked there, the others fetched there. A file being fetched is
+  ``<name>.aiinfra-part`` with its validators (ETag, Last-Modified) in ``<name>.aiinfra-part.json``; after an
+  interruption the next run hashes the part it has and asks for the rest (Range with If-Range). Verified staged files
+  are recorded in the staging directory's own manifest, so an interrupted run's finished files are kept too.
+- ``<store>/.staging/.lock``: an exclusive flock held for the whole fetch and publish.
+
+The published directory is replaced in one step: renameat2(RENAME_EXCHANGE) swaps the staging tree and the
+published one, then the old tree is removed (a plain rename for a new model; rename-away, rename and remove where the
+file system refuses the exchange). A model server sees the old model or the new one, never half of one.
+
+Problems are data, ``{code, severity, host, variable, message, problem, fix}`` (``problem`` repeats ``message`` so
+the collection's problem_line filter renders them); callers match ``code``, never the text.
+"""
+
+import ctypes
+import errno
+import fcntl
+import grp
+import hashlib
+import json
+import os
+import pwd
+import re
+import shutil
+import socket
+import ssl
+import stat
+import time
+
+from ansible.module_utils.six.moves import http_client
+from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
+from ansible.module_utils.six.moves.urllib.parse import quote, urlsplit, urlunsplit
+from ansible.module_utils.six.moves.urllib.request import HTTPRedirectHandler, HTTPSHandler, Request, build_opener
+
+MANIFEST = ".aiinfra-weights.json"
+SUMS = "SHA256SUMS"
+STAGING = ".staging"
+LOCK = ".lock"
+RETIRED = ".retired"
+PART = ".aiinfra-part"
+PART_META = ".aiinfra-part.json"
+RESERVED_NAMES = (MANIFEST, SUMS)
+CHUNK = 1024 * 1024
+SUMS_LIMIT = 16 * 1024 * 1024
+HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
+SUMS_LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")
+VERIFY_MODES = ("fast", "full")
+# renameat2(2): AT_FDCWD and RENAME_EXCHANGE from <fcntl.h> and <linux/fs.h>.
+AT_FDCWD = -100
+RENAME_EXCHANGE = 2
+MANIFEST_VERSION = 1
+
+PATH_FIX = "give the model's directory relative to the store, e.g. Qwen/Qwen2.5-7B-Instruct"
+SUMS_FIX = "regenerate SHA256SUMS in the model directory with paths relative to it (cd <model> && sha256sum ...)"
+HTTP_FIX = "check the URL, the mirror and the credentials in headers; the next run resumes what was fetched"
+MISMATCH_FIX = "the mirror's file differs from its checksum: fix the mirror (or its SHA256SUMS) and run again"
+
+
+class WeightsError(Exception):
+    """A failure the caller reports as problems (a list of problem dicts)."""
+
+    def __init__(self, problems):
+        Exception.__init__(self, "; ".join(p["message"] for p in problems))
+        self.problems = problems
+
+
+def problem(code, host, variable, message, fix=None, severity="error"):
+    """A problem as the collection's checks return them (``problem`` mirrors ``message`` for problem_line)."""
+    return {
+        "code": code,
+        "severity": severity,
+        "host": host,
+        "variable": variable,
+        "message": message,
+        "problem": message,
+        "fix": fix,
+    }
+
+
+def node_name(host=None):
+    """The label problems carry: the host given, else this machine's name."""
+    return host or socket.gethostname()
+
+
+def shown_url(url):
+    """A URL as problems and results show it: no user:password, no query (a signed URL's token)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+# ---------------------------------------------------------------- paths and file lists
+
+
+def segment_error(path, what):
+    """Why a relative path (the model's, or an entry of its file list) is refused, or None."""
+    if not isinstance(path, str) or not path:
+        return "%s is %r, not a path" % (what, path)
+    if any(ord(c) < 32 or ord(c) == 127 for c in path) or "\\" in path:
+        return "%s %r has control characters or a backslash" % (what, path)
+    if path.startswith("/"):
+        return "%s %r is absolute where one relative to the store is meant" % (what, path)
+    parts = path.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        return "%s %r has an empty, '.' or '..' segment" % (what, path)
+    return None
+
+
+def model_path_error(path):
+    """Why a model path relative to the store is refused, or None; the first segment .staging is reserved."""
+    why = segment_error(path, "path")
+    if why is None and path.split("/")[0] == STAGING:
+        why = "path %r starts with %s, which the store reserves for fetches in progress" % (path, STAGING)
+    return why
+
+
+def entry_error(path):
+    """Why a file entry (relative to the model directory) is refused, or None."""
+    why = segment_error(path, "file")
+    if why is None and path in RESERVED_NAMES:
+        why = "file %r is written by the module itself" % path
+    if why is None and (path.endswith(PART) or path.endswith(PART_META)):
+        why = "file %r ends with a suffix the module reserves for partial fetches" % path
+    if why is None and (path + "/").startswith(tuple(name + "/" for name in RESERVED_NAMES)):
+        why = "file %r is under a name the module writes" % path
+    return why
+
+
+def parse_sums(text, host, variable="url"):
+    """[{path, sha256, size: None}] from SHA256SUMS text (sha256sum format, paths relative to the model directory, a
+    leading './' allowed); raises WeightsError naming every refused line."""
+    entries, problems, seen = [], [], set()
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        match = SUMS_LINE.match(line)
+        if not match:
+            problems.append(
+                problem("SUMS_ENTRY", host, variable, "SHA256SUMS line %d is not '<sha256>  <path>'" % number, SUMS_FIX)
+            )
+            continue
+        path = match.group(2)
+        path = path[2:] if path.startswith("./") else path
+        why = entry_error(path)
+        if why is None and path in seen:
+            why = "file %r is listed twice" % path
+        if why:
+            problems.append(problem("SUMS_ENTRY", host, variable, "SHA256SUMS line %d: %s" % (number, why), SUMS_FIX))
+            continue
+        seen.add(path)
+        entries.append({"path": path, "sha256": match.group(1).lower(), "size": None})
+    if not entries and not problems:
+        problems.append(problem("SUMS_ENTRY", host, variable, "SHA256SUMS lists no file", SUMS_FIX))
+    problems += nested_problems(entries, host, variable)
+    if problems:
+        raise WeightsError(problems)
+    return sorted(entries, key=lambda e: e["path"])
+
+
+def given_files(files, host):
+    """[{path, sha256, size}] from the module's ``files`` list; raises WeightsError naming every refused entry."""
+    entries, problems, seen = [], [], set()
+    for index, item in enumerate(files or []):
+        item = item if isinstance(item, dict) else {}
+        path, digest, size = item.get("path"), item.get("sha256"), item.get("size")
+        why = entry_error(path)
+        if why is None and path in seen:
+            why = "file %r is listed twice" % path
+        if why is None and not (isinstance(digest, str) and HEX64.match(digest)):
+            why = "sha256 of %r is %r, not 64 hexadecimal digits" % (path, digest)
+        if why is None and size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
+            why = "size of %r is %r, not a number of bytes" % (path, size)
+        if why:
+            problems.append(problem("FILES", host, "files", "files[%d]: %s" % (index, why), SUMS_FIX))
+            continue
+        seen.add(path)
+        entries.append({"path": path, "sha256": digest.lower(), "size": size})
+    if not entries and not problems:
+        problems.append(problem("FILES", host, "files", "files lists no file", SUMS_FIX))
+    problems += nested_problems(entries, host, "files")
+    if problems:
+        raise WeightsError(problems)
+    return sorted(entries, key=lambda e: e["path"])
+
+
+def nested_problems(entries, host, variable):
+    """A file listed where another entry needs a directory (a and a/b)."""
+    paths = {e["path"] for e in entries}
+    out = []
+    for path in sorted(paths):
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            if "/".join(parts[:depth]) in paths:
+                out.append(
+                    problem(
+                        "SUMS_ENTRY" if variable == "url" else "FILES",
+                        host,
+                        variable,
+                        "file %r is listed, and also a directory of %r" % ("/".join(parts[:depth]), path),
+                        SUMS_FIX,
+                    )
+                )
+    return out
+
+
+def sums_text(entries):
+    """SHA256SUMS for the entries, as sha256sum writes it (sorted by path)."""
+    return "".join("%s  %s\n" % (e["sha256"], e["path"]) for e in sorted(entries, key=lambda e: e["path"]))
+
+
+# ---------------------------------------------------------------- files on disk
+
+
+def sha256_file(path, hasher=None, limit=None):
+    """The hasher after reading path (its first `limit` bytes); a new sha256 when none is given."""
+    hasher = hasher or hashlib.sha256()
+    left = limit
+    with open(path, "rb") as handle:
+        while left is None or left > 0:
+            block = handle.read(CHUNK if left is None else min(CHUNK, left))
+            if not block:
+                break
+            hasher.update(block)
+            if left is not None:
+                left -= len(block)
+    return hasher
+
+
+def regular_stat(path):
+    """os.lstat of a regular file, else None (missing, a link, a directory)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st if stat.S_ISREG(st.st_mode) else None
+
+
+def read_manifest(directory):
+    """The manifest of a model directory (published or staging) as a dict, or None when missing or unreadable."""
+    try:
+        with open(os.path.join(directory, MANIFEST), "rb") as handle:
+            data = json.loads(handle.read().decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("files"), list):
+        return None
+    return data
+
+
+def records(manifest):
+    """{path: record} of a manifest's files (records without a path, size, sha256 or mtime_ns are dropped)."""
+    out = {}
+    for rec in (manifest or {}).get("files", []):
+        if isinstance(rec, dict) and all(k in rec for k in ("path", "size", "sha256", "mtime_ns")):
+            out[rec["path"]] = rec
+    return out
+
+
+def stat_matches(rec, st):
+    return st is not None and rec is not None and st.st_size == rec["size"] and st.st_mtime_ns == rec["mtime_ns"]
+
+
+def now_text():
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def record(entry, st, verified):
+    return {
+        "path": entry["path"],
+        "size": st.st_size,
+        "sha256": entry["sha256"],
+        "mtime_ns": st.st_mtime_ns,
+        "verified": verified,
+    }
+
+
+def manifest_data(entries, recs, source, revision):
+    return {
+        "version": MANIFEST_VERSION,
+        "source": source,
+        "revision": revision,
+        "files": [recs[e["path"]] for e in entries if e["path"] in recs],
+    }
+
+
+def write_file_atomic(path, data, mode=0o644):
+    """Write bytes to a temporary file beside path, fsync it, rename it over path."""
+    tmp = "%s.tmp-%d" % (path, os.getpid())
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        _write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.chmod(tmp, mode)
+    os.rename(tmp, path)
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def write_json(path, data, mode=0o644):
+    write_file_atomic(path, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode("utf-8"), mode)
+
+
+def published_extras(model_dir, entries):
+    """Paths under a published model directory that its file list does not name (SHA256SUMS and the manifest aside):
+    a republish removes them. A directory is named by the files under it; an unnamed one is one extra, "<dir>/"."""
+    wanted = {e["path"] for e in entries} | set(RESERVED_NAMES)
+    dirs = set()
+    for e in entries:
+        parts = e["path"].split("/")
+        dirs.update("/".join(parts[:n]) for n in range(1, len(parts)))
+    extras = []
+    for top, subdirs, names in os.walk(model_dir):
+        rel_top = os.path.relpath(top, model_dir)
+        inside = []
+        for name in sorted(subdirs):
+            rel = name if rel_top == "." else rel_top + "/" + name
+            if os.path.islink(os.path.join(top, name)):
+                extras.append(rel)
+            elif rel in dirs:
+                inside.append(name)
+            else:
+                extras.append(rel + "/")
+        subdirs[:] = inside
+        for name in sorted(names):
+            rel = name if rel_top == "." else rel_top + "/" + name
+            if rel not in wanted:
+                extras.append(rel)
+    return sorted(extras)
+
+
+def nested_models(store, model_path):
+    """Published models above or below <store>/<model_path> (directories with a manifest): replacing the directory
+    in one step would move them too, so the module refuses."""
+    found = []
+    parts = model_path.split("/")
+    for depth in range(1, len(parts)):
+        if os.path.exists(os.path.join(store, *parts[:depth], MANIFEST)):
+            found.append("/".join(parts[:depth]))
+    final = os.path.join(store, model_path)
+    for top, subdirs, names in os.walk(final):
+        if top != final and MANIFEST in names:
+            found.append(os.path.relpath(top, store))
+        subdirs[:] = [d for d in subdirs if not os.path.islink(os.path.join(top, d))]
+    return sorted(found)
+
+
+def assess(model_dir, entries, verify):
+    """Which files of a published model directory are good, without fetching.
+
+    Returns {"good": {path: record}, "todo": [entries to fetch], "hashed": [paths read], "manifest": the manifest or
+    None, "extras": [unlisted paths]}. fast: a file whose manifest record has the wanted sha256 and whose size and
+    mtime_ns are the record's is good without being read; one whose record differs or is missing from the manifest
+    while the file is there (a model copied by other means) is hashed once; one the manifest knows with another
+    sha256, size or mtime_ns is fetched again. full: every file present is hashed.
+    """
+    manifest = read_manifest(model_dir)
+    recs = records(manifest)
+    out = {"good": {}, "todo": [], "hashed": [], "manifest": manifest, "extras": []}
+    if not os.path.isdir(model_dir) or os.path.islink(model_dir):
+        out["todo"] = list(entries)
+        return out
+    for entry in entries:
+        path = os.path.join(model_dir, entry["path"])
+        st = regular_stat(path)
+        rec = recs.get(entry["path"])
+        if st is None or (entry["size"] is not None and st.st_size != entry["size"]):
+            out["todo"].append(entry)
+        elif verify == "fast" and rec is not None and rec["sha256"] == entry["sha256"] and stat_matches(rec, st):
+            out["good"][entry["path"]] = rec
+        elif verify == "fast" and rec is not None and (rec["sha256"] != entry["sha256"] or not stat_matches(rec, st)):
+            out["todo"].append(entry)
+        else:
+            out["hashed"].append(entry["path"])
+            if sha256_file(path).hexdigest() == entry["sha256"]:
+                st = regular_stat(path) or st
+                keep = rec if rec is not None and rec["sha256"] == entry["sha256"] and stat_matches(rec, st) else None
+                out["good"][entry["path"]] = keep or record(entry, st, now_text())
+            else:
+                out["todo"].append(entry)
+    out["extras"] = published_extras(model_dir, entries)
+    return out
+
+
+# ---------------------------------------------------------------- modes and owners
+
+
+def owner_ids(owner, group, host):
+    """(uid or -1, gid or -1) of names or numbers; raises WeightsError for an unknown one."""
+    problems = []
+    uid = gid = -1
+    if owner not in (None, ""):
+        try:
+            uid = int(owner) if str(owner).isdigit() else pwd.getpwnam(str(owner)).pw_uid
+        except KeyError:
+            problems.append(problem("OWNER", host, "owner", "user %r does not exist on this node" % owner))
+    if group not in (None, ""):
+        try:
+            gid = int(group) if str(group).isdigit() else grp.getgrnam(str(group)).gr_gid
+        except KeyError:
+            problems.append(problem("OWNER", host, "group", "group %r does not exist on this node" % group))
+    if problems:
+        raise WeightsError(problems)
+    return uid, gid
+
+
+def octal(mode, default):
+    if mode is None or mode == "":
+        return default
+    if isinstance(mode, int):
+        return mode
+    return int(str(mode), 8)
+
+
+def set_tree_attributes(root, file_mode, dir_mode, uid=-1, gid=-1, dry=False):
+    """Give every directory under root (root included) dir_mode and every file file_mode, and the owner and group
+    where given; links are left alone. Returns how many paths changed (would change, with dry)."""
+    changed = 0
+    for top, subdirs, names in os.walk(root):
+        for path, mode in [(top, dir_mode)] + [(os.path.join(top, n), file_mode) for n in names]:
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                continue
+            touched = False
+            if (uid != -1 and st.st_uid != uid) or (gid != -1 and st.st_gid != gid):
+                touched = True
+                if not dry:
+                    os.lchown(path, uid, gid)
+            if stat.S_IMODE(st.st_mode) != mode:
+                touched = True
+                if not dry:
+                    os.chmod(path, mode)
+            changed += touched
+        subdirs[:] = [d for d in subdirs if not os.path.islink(os.path.join(top, d))]
+    return changed
+
+
+def make_dirs(path, mode, uid=-1, gid=-1):
+    """Create path and its missing parents with mode and owner (parents first); returns those created."""
+    missing = []
+    probe = path
+    while not os.path.isdir(probe):
+        missing.append(probe)
+        probe = os.path.dirname(probe)
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, mode)
+        except OSError as exc:
+            if exc.errno != errno.EEXIST:
+                raise
+        os.chmod(directory, mode)
+        if uid != -1 or gid != -1:
+            os.lchown(directory, uid, gid)
+    return list(reversed(missing))
+
+
+# ---------------------------------------------------------------- HTTP
+
+
+class HttpFailure(Exception):
+    def __init__(self, url, status, reason, retryable):
+        Exception.__init__(self, "%s: %s" % (url, reason))
+        self.url, self.status, self.reason, self.retryable = url, status, reason, retryable
+
+
+class SameHostHeaders(HTTPRedirectHandler):
+    """Follows redirects, giving the caller's headers (Authorization) only to the host they were meant for; a
+    redirect to another host (a CDN with a signed URL) gets none."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        new = HTTPRedirectHandler.redirect_request(self, req, fp, code, msg, headers, newurl)
+        if new is not None and urlsplit(newurl).netloc == urlsplit(req.full_url).netloc:
+            for key, value in req.unredirected_hdrs.items():
+                if key.lower() not in ("range", "if-range", "host", "content-length", "content-type"):
+                    new.add_unredirected_header(key, value)
+        return new
+
+
+class Http(object):
+    """GET and HEAD with the caller's headers, timeout and CA, bounded retries with backoff for 5xx answers and
+    connection errors (never for 4xx)."""
+
+    def __init__(self, headers=None, timeout=60, retries=3, ca_path=None, backoff=1.0):
+        context = ssl.create_default_context(cafile=ca_path) if ca_path else ssl.create_default_context()
+        self.opener = build_opener(HTTPSHandler(context=context), SameHostHeaders())
+        self.headers = dict(headers or {})
+        self.timeout = timeout
+        self.retries = max(0, int(retries))
+        self.backoff = backoff
+
+    def open(self, url, method="GET", extra=None):
+        """The response (2xx) of one request; raises HttpFailure."""
+        req = Request(url, method=method)
+        for key, value in self.headers.items():
+            req.add_unredirected_header(str(key), str(value))
+        for key, value in (extra or {}).items():
+            req.add_unredirected_header(key, value)
+        try:
+            return self.opener.open(req, timeout=self.timeout)
+        except HTTPError as exc:
+            status = exc.code
+            exc.close()
+            raise HttpFailure(url, status, "HTTP %d %s" % (status, exc.reason), status >= 500) from None
+        except URLError as exc:
+            raise HttpFailure(url, None, "connection failed (%s)" % (exc.reason,), True) from None
+        except (OSError, http_client.HTTPException) as exc:
+            raise HttpFailure(url, None, "connection failed (%s)" % (exc,), True) from None
+
+    def retrying(self, work):
+        """work() with the retries: a retryable HttpFailure or connection error waits backoff * 2**n (10 s at most)
+        and tries again."""
+        attempt = 0
+        while True:
+            try:
+                return work()
+            except HttpFailure as exc:
+                if not exc.retryable or attempt >= self.retries:
+                    raise
+            attempt += 1
+            time.sleep(min(10.0, self.backoff * (2 ** (attempt - 1))))
+
+    def read_small(self, url, limit=SUMS_LIMIT):
+        def work():
+            response = self.open(url)
+            try:
+                data = response.read(limit + 1)
+            except (OSError, http_client.HTTPException) as exc:
+                raise HttpFailure(url, None, "connection cut (%s)" % (exc,), True) from None
+            finally:
+                response.close()
+            if len(data) > limit:
+                raise HttpFailure(url, None, "more than %d bytes" % limit, False)
+            return data
+
+        return self.retrying(work)
+
+    def size(self, url):
+        """Content-Length of a HEAD, or None."""
+
+        def work():
+            response = self.open(url, method="HEAD")
+            response.close()
+            length = response.headers.get("Content-Length")
+            return int(length) if length and length.isdigit() else None
+
+        return self.retrying(work)
+
+
+def file_url(base, path):
+    return base.rstrip("/") + "/" + quote(path, safe="/")
+
+
+def sums_url(base):
+    return file_url(base, SUMS)
+
+
+def http_problem(exc, host, what):
+    return problem(
+        "HTTP",
+        host,
+        "url",
+        "%s: %s %s: %s" % (host, what, shown_url(exc.url), exc.reason),
+        HTTP_FIX,
+    )
+
+
+def expected_entries(params, http, host):
+    """The file list: params["files"] when given, else the SHA256SUMS under params["url"]."""
+    if params.get("files"):
+        return given_files(params["files"], host)
+    try:
+        text = http.read_small(sums_url(params["url"])).decode("utf-8")
+    except HttpFailure as exc:
+        raise WeightsError([http_problem(exc, host, "fetching the file list")]) from None
+    except UnicodeDecodeError:
+        raise WeightsError([problem("SUMS_ENTRY", host, "url", "SHA256SUMS is not UTF-8 text", SUMS_FIX)]) from None
+    return parse_sums(text, host)
+
+
+# ---------------------------------------------------------------- one file
+
+
+def part_paths(staged):
+    return staged + PART, staged + PART_META
+
+
+def read_part_meta(meta_path):
+    try:
+        with open(meta_path, "rb") as handle:
+            meta = json.loads(handle.read().decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def fetch_file(http, url, staged, entry, host, stats):
+    """Fetch url into staged (a path in the staging tree) and verify it against entry's sha256.
+
+    A part left by an interrupted run (staged + .aiinfra-part, its validators in .aiinfra-part.json) for the same
+    sha256 is hashed and continued with Range and If-Range; a 200 answer instead of 206 starts over. stats gets
+    bytes_fetched and bytes_resumed added. On a wrong sha256 the part is deleted and WeightsError raised."""
+    part, meta_path = part_paths(staged)
+    hasher = hashlib.sha256()
+    offset = 0
+    meta = read_part_meta(meta_path)
+    part_st = regular_stat(part)
+    if part_st is not None and meta and meta.get("sha256") == entry["sha256"] and part_st.st_size > 0:
+        sha256_file(part, hasher, part_st.st_size)
+        offset = part_st.st_size
+    else:
+        for leftover in (part, meta_path):
+            if os.path.lexists(leftover):
+                os.unlink(leftover)
+        meta = {}
+    state = {"hasher": hasher, "offset": offset, "meta": meta, "resumed": 0}
+
+    def attempt():
+        extra = {}
+        validator = state["meta"].get("etag") or state["meta"].get("last_modified")
+        if state["offset"] > 0 and state["meta"].get("etag", "").startswith("W/"):
+            validator = state["meta"].get("last_modified")
+        if state["offset"] > 0:
+            extra["Range"] = "bytes=%d-" % state["offset"]
+            if validator:
+                extra["If-Range"] = validator
+        try:
+            response = http.open(url, extra=extra)
+        except HttpFailure as exc:
+            if exc.status != 416 or state["offset"] == 0:
+                raise
+            restart(state, part)  # the part is as long as the file, or longer: ask for all of it
+            response = http.open(url)
+        try:
+            stream(response, state, part, meta_path, entry, url, host, stats)
+        finally:
+            response.close()
+
+    http.retrying(attempt)
+    stats["bytes_resumed"] += state["resumed"]
+    digest = state["hasher"].hexdigest()
+    if digest != entry["sha256"]:
+        for leftover in (part, meta_path):
+            if os.path.lexists(leftover):
+                os.unlink(leftover)
+        raise WeightsError(
+            [
+                problem(
+                    "SHA256_MISMATCH",
+                    host,
+                    "url",
+                    "%s: %s fetched from %s has sha256 %s, not %s as the file list says; nothing was published"
+                    % (host, entry["path"], shown_url(url), digest, entry["sha256"]),
+                    MISMATCH_FIX,
+                )
+            ]
+        )
+    os.rename(part, staged)
+    os.unlink(meta_path)
+
+
+def restart(state, part):
+    state["hasher"] = hashlib.sha256()
+    state["offset"] = 0
+    state["resumed"] = 0
+    with open(part, "wb"):
+        pass
+
+
+def stream(response, state, part, meta_path, entry, url, host, stats):
+    """Write one response's body to the part (appending after a 206), hashing as it goes."""
+    status = response.status if hasattr(response, "status") else response.getcode()
+    headers = response.headers
+    if state["offset"] > 0 and status == 206:
+        first = re.match(r"^bytes (\d+)-(\d+)/(\d+|\*)$", headers.get("Content-Range", "").strip())
+        if not first or int(first.group(1)) != state["offset"]:
+            restart(state, part)  # a range we did not ask for: start over (the next attempt asks for it all)
+            raise HttpFailure(url, 206, "answered another range than asked", True)
+        total = int(first.group(3)) if first.group(3).isdigit() else None
+        state["resumed"] = state["offset"]
+    elif status == 200:
+        if state["offset"] > 0:
+            restart(state, part)  # If-Range did not match: the file changed, the part is worthless
+        length = headers.get("Content-Length")
+        total = int(length) if length and length.isdigit() else None
+    else:
+        raise HttpFailure(url, status, "HTTP %d where 200 or 206 was expected" % status, False)
+    if entry["size"] is not None and total is not None and total != entry["size"]:
+        raise WeightsError(
+            [
+                problem(
+                    "SIZE_MISMATCH",
+                    host,
+                    "files",
+                    "%s: %s at %s is %d bytes, not %d as the file list says; nothing was published"
+                    % (host, entry["path"], shown_url(url), total, entry["size"]),
+                    MISMATCH_FIX,
+                )
+            ]
+        )
+    state["meta"] = {
+        "sha256": entry["sha256"],
+        "url": shown_url(url),
+        "etag": headers.get("ETag") or "",
+        "last_modified": headers.get("Last-Modified") or "",
+    }
+    write_json(meta_path, state["meta"], 0o600)
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if state["offset"] else os.O_TRUNC)
+    fd = os.open(part, flags, 0o600)
+    try:
+        while True:
+            try:
+                block = response.read(CHUNK)
+            except (OSError, http_client.HTTPException) as exc:
+                raise HttpFailure(
+                    url, None, "connection cut after %d bytes (%s)" % (state["offset"], exc), True
+                ) from None
+            if not block:
+                break
+            _write_all(fd, block)
+            state["hasher"].update(block)
+            state["offset"] += len(block)
+            stats["bytes_fetched"] += len(block)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if total is not None and state["offset"] != total:
+        raise HttpFailure(url, None, "connection cut at %d of %d bytes" % (state["offset"], total), True)
+
+
+# ---------------------------------------------------------------- staging and publishing
+
+
+def lock_store(store, timeout):
+    """An exclusive flock on <store>/.staging/.lock, waiting up to timeout seconds; returns its fd or None."""
+    root = os.path.join(store, STAGING)
+    make_dirs(root, 0o700)
+    fd = os.open(os.path.join(root, LOCK), os.O_RDWR | os.O_CREAT, 0o600)
+    deadline = time.time() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                os.close(fd)
+                raise
+        if time.time() >= deadline:
+            os.close(fd)
+            return None
+        time.sleep(0.1)
+
+
+def unlock_store(fd):
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+
+
+def clean_staging(staging, entries):
+    """Keep what an interrupted run left that is still of use: files its manifest records with the wanted sha256,
+    size and mtime_ns, and parts (with their validators) of wanted files; remove everything else. Returns the
+    staging manifest's records of the files kept."""
+    wanted = {e["path"]: e for e in entries}
+    recs = records(read_manifest(staging))
+    kept = {}
+    if not os.path.isdir(staging) or os.path.islink(staging):
+        if os.path.lexists(staging):
+            os.unlink(staging)
+        return kept
+    for top, subdirs, names in os.walk(staging, topdown=False):
+        rel_top = os.path.relpath(top, staging)
+        for name in names + [d for d in subdirs if os.path.islink(os.path.join(top, d))]:
+            full = os.path.join(top, name)
+            rel = name if rel_top == "." else rel_top + "/" + name
+            st = os.lstat(full)
+            keep = False
+            if stat.S_ISREG(st.st_mode):
+                if rel in wanted and stat_matches(recs.get(rel), st) and recs[rel]["sha256"] == wanted[rel]["sha256"]:
+                    keep = True
+                    kept[rel] = recs[rel]
+                elif rel.endswith(PART) and rel[: -len(PART)] in wanted:
+                    meta = read_part_meta(full[: -len(PART)] + PART_META)
+                    keep = bool(meta) and meta.get("sha256") == wanted[rel[: -len(PART)]]["sha256"]
+                elif rel.endswith(PART_META) and rel[: -len(PART_META)] in wanted:
+                    keep = os.path.exists(full[: -len(PART_META)] + PART)
+            if not keep:
+                os.unlink(full)
+        if top != staging and not os.listdir(top):
+            os.rmdir(top)
+    return kept
+
+
+def remove_tree(path):
+    if os.path.islink(path) or os.path.isfile(path):
+        os.unlink(path)
+    elif os.path.isdir(path):
+        shutil.rmtree(path)
+
+
+def prune_empty(path, stop):
+    """Remove path and its parents up to (not including) stop while they are empty."""
+    while path != stop and path.startswith(stop + os.sep):
+        try:
+            os.rmdir(path)
+        except OSError:
+            return
+        path = os.path.dirname(path)
+
+
+def exchange_paths(a, b):
+    """Swap two paths atomically with renameat2(RENAME_EXCHANGE); False where the C library or the file system has
+    no such call (ENOSYS, EINVAL, ENOTSUP), any other failure raises OSError."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        call = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    call.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    call.restype = ctypes.c_int
+    if call(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, getattr(errno, "ENOTSUP", errno.EOPNOTSUPP), errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), a)
+
+
+def publish(staging, final, store, dir_mode, uid, gid, exchange=None):
+    """Put the staging tree at final in one step; returns how: "new", "exchange" or "fallback"."""
+    exchange = exchange or exchange_paths
+    if not os.path.lexists(final):
+        make_dirs(os.path.dirname(final), dir_mode, uid, gid)
+        os.rename(staging, final)
+        return "new"
+    if exchange(staging, final):
+        remove_tree(staging)  # now the old tree
+        return "exchange"
+    retired = os.path.join(store, STAGING, RETIRED)
+    make_dirs(retired, 0o700)
+    away = os.path.join(retired, "%d-%d" % (os.getpid(), int(time.time() * 1000)))
+    os.rename(final, away)
+    os.rename(staging, final)
+    remove_tree(away)
+    prune_empty(retired, os.path.join(store, STAGING))
+    return "fallback"
+
+
+# ---------------------------------------------------------------- the whole model
+
+
+def result_base(store, path):
+    return {
+        "changed": False,
+        "fetched": [],
+        "reused": 0,
+        "bytes_fetched": 0,
+        "bytes_resumed": 0,
+        "bytes_total": 0,
+        "seconds": 0.0,
+        "rate": 0.0,
+        "hashed": [],
+        "swapped": "none",
+        "manifest": os.path.join(store, path, MANIFEST) if store and path else None,
+        "problems": [],
+    }
+
+
+def check_params(params, host):
+    """Problems of the parameters themselves (store, path, url, verify), as a list."""
+    out = []
+    store = params.get("store")
+    if not isinstance(store, str) or not os.path.isabs(store):
+        out.append(problem("STORE", host, "store", "store is %r, not an absolute path" % (store,)))
+    why = model_path_error(params.get("path"))
+    if why:
+        out.append(problem("MODEL_PATH", host, "path", why, PATH_FIX))
+    url = params.get("url")
+    if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
+        out.append(problem("URL", host, "url", "url is %r, not an http:// or https:// URL" % (url,)))
+    if params.get("verify", "fast") not in VERIFY_MODES:
+        out.append(problem("VERIFY", host, "verify", "verify is %r, not fast or full" % (params.get("verify"),)))
+    return out
+
+
+def converge(params, check_mode=False, exchange=None, backoff=1.0):
+    """Bring <store>/<path> to the file list of params (the module's parameters, defaults filled in).
+
+    Returns the result dict (see the module's RETURN); on failure its ``problems`` is not empty and nothing was
+    published (a fetch's parts stay in staging for the next run)."""
+    started = time.time()
+    host = node_name(params.get("host"))
+    result = result_base(params.get("store"), params.get("path"))
+    try:
+        problems = check_params(params, host)
+        if problems:
+            raise WeightsError(problems)
+        store = os.path.normpath(params["store"])
+        model_path = params["path"]
+        result["manifest"] = os.path.join(store, model_path, MANIFEST)
+        uid, gid = owner_ids(params.get("owner"), params.get("group"), host)
+        http = Http(
+            params.get("headers"), params.get("timeout", 60), params.get("retries", 3), params.get("ca_path"), backoff
+        )
+        entries = expected_entries(params, http, host)
+        if check_mode:
+            plan_only(store, model_path, entries, params, http, host, result)
+        else:
+            make_dirs(store, octal(params.get("directory_mode"), 0o755), uid, gid)
+            fd = lock_store(store, float(params.get("lock_timeout", 1800)))
+            if fd is None:
+                raise WeightsError(
+                    [
+                        problem(
+                            "LOCK_TIMEOUT",
+                            host,
+                            "lock_timeout",
+                            "%s: another run held %s for more than %s seconds"
+                            % (host, os.path.join(store, STAGING, LOCK), params.get("lock_timeout", 1800)),
+                            "let the other run finish, or raise lock_timeout",
+                        )
+                    ]
+                )
+            try:
+                apply(store, model_path, entries, params, http, host, result, uid, gid, exchange)
+            finally:
+                unlock_store(fd)
+    except WeightsError as exc:
+        result["problems"] = exc.problems
+    elapsed = time.time() - started
+    result["seconds"] = round(elapsed, 3)
+    result["rate"] = round(result["bytes_fetched"] / elapsed, 1) if elapsed > 0 else 0.0
+    return result
+
+
+def plan_only(store, model_path, entries, params, http, host, result):
+    """Check mode: what would be fetched (sizes from the list, else a HEAD), touching nothing."""
+    final = os.path.join(store, model_path)
+    refuse_nested(store, model_path, host)
+    found = assess(final, entries, params.get("verify", "fast"))
+    result["hashed"] = found["hashed"]
+    for entry in found["todo"]:
+        size = entry["size"]
+        if size is None:
+            try:
+                size = http.size(file_url(params["url"], entry["path"]))
+            except HttpFailure as exc:
+                raise WeightsError([http_problem(exc, host, "HEAD")]) from None
+        result["fetched"].append({"path": entry["path"], "size": size})
+    result["reused"] = len(found["good"])
+    result["bytes_total"] = sum(r["size"] for r in found["good"].values()) + sum(
+        f["size"] or 0 for f in result["fetched"]
+    )
+    current = not found["todo"] and not found["extras"]
+    wanted = manifest_data(entries, found["good"], params.get("source"), params.get("revision"))
+    result["changed"] = (
+        not current
+        or not same_manifest(found["manifest"], wanted)
+        or sums_differ(final, entries)
+        or bool(
+            set_tree_attributes(
+                final,
+                octal(params.get("mode"), 0o644),
+                octal(params.get("directory_mode"), 0o755),
+                *owner_ids(params.get("owner"), params.get("group"), host),
+                dry=True,
+            )
+        )
+    )
+
+
+def refuse_nested(store, model_path, host):
+    nested = nested_models(store, model_path)
+    if nested:
+        raise WeightsError(
+            [
+                problem(
+                    "NESTED_MODEL",
+                    host,
+                    "path",
+                    "%s: %s holds or is inside other published models (%s): a model directory is replaced as one"
+                    % (host, model_path, ", ".join(nested)),
+                    "keep each model in its own directory, none inside another",
+                )
+            ]
+        )
+
+
+def same_manifest(old, new):
+    """Whether a manifest on disk says what new says (the verified times aside)."""
+    if not old:
+        return False
+
+    def core(data):
+        return (
+            data.get("source"),
+            data.get("revision"),
+            [(r.get("path"), r.get("size"), r.get("sha256"), r.get("mtime_ns")) for r in data.get("files", [])],
+        )
+
+    return core(old) == core(new)
+
+
+def sums_differ(model_dir, entries):
+    try:
+        with open(os.path.join(model_dir, SUMS), "rb") as handle:
+            return handle.read().decode("utf-8", "replace") != sums_text(entries)
+    except OSError:
+        return True
+
+
+def apply(store, model_path, entries, params, http, host, result, uid, gid, exchange):
+    """Under the store's lock: nothing when the published model is current; else build the staging tree (links to
+    good files, fetches for the rest) and publish it."""
+    file_mode = octal(params.get("mode"), 0o644)
+    dir_mode = octal(params.get("directory_mode"), 0o755)
+    final = os.path.join(store, model_path)
+    staging = os.path.join(store, STAGING, model_path)
+    remove_tree(os.path.join(store, STAGING, RETIRED))  # what a fallback publish left when interrupted
+    refuse_nested(store, model_path, host)
+    found = assess(final, entries, params.get("verify", "fast"))
+    result["hashed"] = found["hashed"]
+    source, revision = params.get("source"), params.get("revision")
+    result["bytes_total"] = sum(r["size"] for r in found["good"].values())
+    if not found["todo"] and not found["extras"]:
+        # Every file is good where it is: at most the manifest, SHA256SUMS and the attributes to fix, in place.
+        result["reused"] = len(found["good"])
+        wanted = manifest_data(entries, found["good"], source, revision)
+        if sums_differ(final, entries):
+            write_file_atomic(os.path.join(final, SUMS), sums_text(entries).encode("utf-8"), file_mode)
+            result["changed"] = True
+        if not same_manifest(found["manifest"], wanted):
+            write_json(os.path.join(final, MANIFEST), wanted, file_mode)
+            result["changed"] = True
+        if set_tree_attributes(final, file_mode, dir_mode, uid, gid):
+            result["changed"] = True
+        remove_tree(staging)  # an interrupted run's leftovers: the published model is current
+        prune_empty(os.path.dirname(staging), os.path.join(store, STAGING))
+        return
+
+    make_dirs(os.path.dirname(staging), 0o700)
+    kept = clean_staging(staging, entries)
+    make_dirs(staging, 0o700)
+    recs = dict(kept)
+    stats = {"bytes_fetched": 0, "bytes_resumed": 0}
+    todo = {e["path"] for e in found["todo"]}
+    for entry in entries:
+        target = os.path.join(staging, entry["path"])
+        if entry["path"] in kept:
+            stats["bytes_resumed"] += kept[entry["path"]]["size"]  # finished by an interrupted run
+            result["fetched"].append({"path": entry["path"], "size": kept[entry["path"]]["size"]})
+            continue
+        make_dirs(os.path.dirname(target), 0o700)
+        if entry["path"] not in todo:
+            good = os.path.join(final, entry["path"])
+            try:
+                os.link(good, target)
+            except OSError:
+                shutil.copy2(good, target)  # a file system without hard links
+            rec = found["good"][entry["path"]]
+            st = regular_stat(target)
+            recs[entry["path"]] = rec if stat_matches(rec, st) else record(entry, st, rec["verified"])
+            result["reused"] += 1
+        else:
+            url = file_url(params["url"], entry["path"])
+            try:
+                fetch_file(http, url, target, entry, host, stats)
+            except HttpFailure as exc:
+                raise WeightsError([http_problem(exc, host, "fetching %s from" % entry["path"])]) from None
+            st = regular_stat(target)
+            recs[entry["path"]] = record(entry, st, now_text())
+            result["fetched"].append({"path": entry["path"], "size": st.st_size})
+        write_json(os.path.join(staging, MANIFEST), manifest_data(entries, recs, source, revision), 0o600)
+    result["bytes_fetched"] = stats["bytes_fetched"]
+    result["bytes_resumed"] = stats["bytes_resumed"]
+    write_file_atomic(os.path.join(staging, SUMS), sums_text(entries).encode("utf-8"), file_mode)
+    set_tree_attributes(staging, file_mode, dir_mode, uid, gid)
+    recs = {e["path"]: refreshed(recs[e["path"]], regular_stat(os.path.join(staging, e["path"]))) for e in entries}
+    write_json(os.path.join(staging, MANIFEST), manifest_data(entries, recs, source, revision), file_mode)
+    set_tree_attributes(staging, file_mode, dir_mode, uid, gid)
+    result["bytes_total"] = sum(r["size"] for r in recs.values())
+    result["swapped"] = publish(staging, final, store, dir_mode, uid, gid, exchange)
+    result["changed"] = True
+    prune_empty(os.path.dirname(staging), os.path.join(store, STAGING))
+
+
+def refreshed(rec, st):
+    """A record with the size and mtime_ns the file has now (chmod and chown leave them, a copy may not)."""
+    out = dict(rec)
+    out["size"], out["mtime_ns"] = st.st_size, st.st_mtime_ns
+    return out

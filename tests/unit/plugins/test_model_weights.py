@@ -1,0 +1,610 @@
+"""model_weights against a real nginx on 127.0.0.1 (Range, If-Range, limit_rate, a 500 location): fetch, no-op,
+reuse by hard link, resume after a killed process, stale parts, checksum lies, HTTP errors, check mode, atomic
+replacement and two concurrent runs."""
+
+import hashlib
+import multiprocessing
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import time
+
+import pytest
+from conftest import run_module
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node import model_weights as mw
+
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+pytestmark = pytest.mark.skipif(not os.path.exists(NGINX), reason="nginx is not installed (make test-tools)")
+
+BIG = 24 * 1024 * 1024  # the large file of a model: tens of MB
+SLOW_RATE = 6 * 1024 * 1024  # bytes per second of the /slow/ location
+CONF = """
+worker_processes 1;
+daemon off;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+{user}
+events {{ worker_connections 256; }}
+http {{
+  log_format bytes '$uri $status $body_bytes_sent "$http_range" "$http_if_range"';
+  access_log {d}/access.log bytes;
+  client_body_temp_path {d}/tmp/body;
+  proxy_temp_path {d}/tmp/proxy;
+  fastcgi_temp_path {d}/tmp/fastcgi;
+  uwsgi_temp_path {d}/tmp/uwsgi;
+  scgi_temp_path {d}/tmp/scgi;
+  default_type application/octet-stream;
+  server {{
+    listen 127.0.0.1:{port};
+    root {www};
+    location /slow/ {{ alias {www}/; limit_rate {rate}; }}
+    location /fail/ {{ return 500; }}
+  }}
+}}
+"""
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Mirror:
+    """A running nginx serving www/ at /, slowly at /slow/, and 500 at /fail/."""
+
+    def __init__(self, base):
+        self.dir = base / "nginx"
+        self.www = base / "www"
+        (self.dir / "tmp").mkdir(parents=True)
+        self.www.mkdir()
+        self.port = free_port()
+        user = "user root;" if os.geteuid() == 0 else ""
+        conf = CONF.format(d=self.dir, user=user, port=self.port, www=self.www, rate=SLOW_RATE)
+        (self.dir / "nginx.conf").write_text(conf)
+        self.proc = subprocess.Popen(
+            [NGINX, "-p", str(self.dir), "-c", str(self.dir / "nginx.conf"), "-e", str(self.dir / "error.log")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.time() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                if self.proc.poll() is not None or time.time() > deadline:
+                    raise RuntimeError("nginx did not start: %s" % self.proc.stderr.read().decode()) from None
+                time.sleep(0.05)
+
+    def url(self, name, where=""):
+        return "http://127.0.0.1:%d/%s%s" % (self.port, where, name)
+
+    def log(self, name=None):
+        """[(uri, status, body bytes sent, range, if-range)] of the access log (lines for name's files only)."""
+        out = []
+        for line in (self.dir / "access.log").read_text().splitlines():
+            uri, status, sent, rest = line.split(" ", 3)
+            rng, if_range = rest[1:-1].split('" "')
+            if name is None or ("/%s/" % name) in uri:
+                out.append((uri, int(status), int(sent), rng, if_range))
+        return out
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory):
+    server = Mirror(tmp_path_factory.mktemp("mirror"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(autouse=True)
+def no_proxy(monkeypatch):
+    for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+
+
+def sha(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def make_model(mirror, name, files, sums=None):
+    """A model directory name/ on the mirror with files ({path: bytes}) and its SHA256SUMS (or sums, a lie)."""
+    root = mirror.www / name
+    if root.exists():
+        shutil.rmtree(root)
+    for path, data in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_bytes(data)
+    text = sums if sums is not None else "".join("%s  %s\n" % (sha(d), p) for p, d in sorted(files.items()))
+    (root / "SHA256SUMS").write_text(text)
+    return files
+
+
+def small_files(seed=b"1"):
+    return {
+        "config.json": b'{"model_type": "llama"}\n' + seed,
+        "tokenizer/tokenizer.json": b'{"vocab": {}}\n' + seed,
+        "model-00001.safetensors": os.urandom(300 * 1024),
+    }
+
+
+def params(mirror, store, name, where="", **extra):
+    out = {
+        "store": str(store),
+        "path": "org/" + name,
+        "url": mirror.url(name, where),
+        "verify": "fast",
+        "source": "url " + mirror.url(name),
+        "revision": "r1",
+        "timeout": 10,
+        "retries": 1,
+        "host": "node-a",
+    }
+    out.update(extra)
+    return out
+
+
+def run(p, **kw):
+    kw.setdefault("backoff", 0.05)
+    return mw.converge(p, **kw)
+
+
+def assert_model(store, name, files):
+    model = store / "org" / name
+    for path, data in files.items():
+        assert (model / path).read_bytes() == data, path
+    listed = sorted(os.path.relpath(os.path.join(top, n), model) for top, _dirs, names in os.walk(model) for n in names)
+    assert listed == sorted([*files, "SHA256SUMS", mw.MANIFEST])
+    check = subprocess.run(
+        ["sha256sum", "--check", "--strict", "SHA256SUMS"], cwd=model, capture_output=True, timeout=60
+    )
+    assert check.returncode == 0, check.stdout
+
+
+def staging_left(store):
+    """What the staging area holds besides the lock."""
+    root = store / mw.STAGING
+    return (
+        sorted(os.path.relpath(os.path.join(top, n), root) for top, dirs, names in os.walk(root) for n in names + dirs)
+        if root.exists()
+        else []
+    )
+
+
+def codes(result):
+    return [p["code"] for p in result["problems"]]
+
+
+# ---------------------------------------------------------------- plain functions
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/abs/model", ".", "..", "a/../b", "a/./b", "a//b", "a/", "", "a\x01b", "a\\b", ".staging", ".staging/x", None],
+)
+def test_model_path_refused(path):
+    assert mw.model_path_error(path)
+
+
+@pytest.mark.parametrize("path", ["Qwen/Qwen2.5-7B-Instruct", "m", "org/x/.staging", "a.b/c-d_e"])
+def test_model_path_accepted(path):
+    assert mw.model_path_error(path) is None
+
+
+GOOD = "a" * 64
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        GOOD + "  /etc/passwd",
+        GOOD + "  ../x",
+        GOOD + "  a/../b",
+        GOOD + "  a//b",
+        GOOD + "  SHA256SUMS",
+        GOOD + "  " + mw.MANIFEST,
+        GOOD + "  x" + mw.PART,
+        GOOD + "  x\x7fy",
+        "zz  model.bin",
+        "just text",
+    ],
+)
+def test_sums_entry_refused(line):
+    with pytest.raises(mw.WeightsError) as err:
+        mw.parse_sums(line + "\n" + GOOD + "  ok.bin\n", "node-a")
+    assert [p["code"] for p in err.value.problems] == ["SUMS_ENTRY"]
+    assert err.value.problems[0]["host"] == "node-a"
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (GOOD + "  b.bin\n" + "B" * 64 + " *./a/c.json\n", [("a/c.json", "b" * 64), ("b.bin", GOOD)]),
+        ("# comment\n\n" + GOOD + "  x\n", [("x", GOOD)]),
+    ],
+)
+def test_sums_parsed(text, expected):
+    assert [(e["path"], e["sha256"]) for e in mw.parse_sums(text, "h")] == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", GOOD + "  x\n" + GOOD + "  x\n", GOOD + "  a\n" + GOOD + "  a/b\n"],
+    ids=["empty", "twice", "file-and-dir"],
+)
+def test_sums_lists_refused(text):
+    with pytest.raises(mw.WeightsError):
+        mw.parse_sums(text, "h")
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        [{"path": "x", "sha256": "nothex"}],
+        [{"path": "../x", "sha256": GOOD}],
+        [{"path": "x", "sha256": GOOD, "size": -1}],
+        [],
+    ],
+    ids=["bad-sha", "dotdot", "bad-size", "empty"],
+)
+def test_given_files_refused(files):
+    with pytest.raises(mw.WeightsError) as err:
+        mw.given_files(files, "h")
+    assert {p["code"] for p in err.value.problems} == {"FILES"}
+
+
+def test_shown_url_hides_credentials():
+    assert mw.shown_url("https://u:secret@mirror/x?sig=abc") == "https://mirror/x"
+
+
+# ---------------------------------------------------------------- against nginx
+
+
+def test_first_fetch(mirror, tmp_path):
+    files = make_model(mirror, "first", small_files())
+    store = tmp_path / "store"
+    result = run(params(mirror, store, "first", mode="0640", directory_mode="0750", owner=str(os.getuid())))
+    assert result["problems"] == []
+    assert result["changed"] and result["swapped"] == "new"
+    assert sorted(f["path"] for f in result["fetched"]) == sorted(files)
+    assert result["bytes_fetched"] == result["bytes_total"] == sum(len(d) for d in files.values())
+    assert result["bytes_resumed"] == 0 and result["reused"] == 0 and result["hashed"] == []
+    assert_model(store, "first", files)
+    model = store / "org" / "first"
+    for top, dirs, names in os.walk(model):
+        assert stat.S_IMODE(os.stat(top).st_mode) == 0o750
+        for n in names:
+            assert stat.S_IMODE(os.stat(os.path.join(top, n)).st_mode) == 0o640
+        assert dirs or names
+    assert stat.S_IMODE(os.stat(store / "org").st_mode) == 0o750
+    manifest = mw.read_manifest(str(model))
+    assert manifest["source"] == "url " + mirror.url("first") and manifest["revision"] == "r1"
+    for rec in manifest["files"]:
+        st = os.stat(model / rec["path"])
+        assert (rec["size"], rec["mtime_ns"], rec["sha256"]) == (st.st_size, st.st_mtime_ns, sha(files[rec["path"]]))
+        assert rec["verified"]
+    assert result["manifest"] == str(model / mw.MANIFEST)
+    assert staging_left(store) == [".lock"]
+
+
+def test_no_op_hashes_nothing_full_verifies(mirror, tmp_path):
+    files = make_model(mirror, "noop", small_files())
+    store = tmp_path / "store"
+    assert run(params(mirror, store, "noop"))["changed"]
+    before = len(mirror.log("noop"))
+    target = store / "org" / "noop" / "model-00001.safetensors"
+    st = os.stat(target)
+    data = bytearray(target.read_bytes())
+    data[1000] ^= 0xFF  # same size, other content, mtime put back: only reading would tell
+    target.write_bytes(bytes(data))
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+    fast = run(params(mirror, store, "noop"))
+    assert fast["problems"] == [] and not fast["changed"]
+    assert fast["hashed"] == [] and fast["fetched"] == [] and fast["bytes_fetched"] == 0 and fast["swapped"] == "none"
+    assert [entry[0] for entry in logged(mirror, "noop", "", before + 1)[before:]] == ["/noop/SHA256SUMS"]  # no file
+    assert target.read_bytes() == bytes(data)
+
+    full = run(params(mirror, store, "noop", verify="full"))
+    assert full["problems"] == [] and full["changed"] and full["swapped"] == "exchange"
+    assert sorted(full["hashed"]) == sorted(files)
+    assert [f["path"] for f in full["fetched"]] == ["model-00001.safetensors"]
+    assert full["reused"] == 2
+    assert_model(store, "noop", files)
+    again = run(params(mirror, store, "noop", verify="full"))
+    assert not again["changed"] and again["fetched"] == []
+
+
+def test_deleted_and_changed_files_fetched_others_linked(mirror, tmp_path):
+    files = make_model(mirror, "reuse", small_files())
+    store = tmp_path / "store"
+    assert run(params(mirror, store, "reuse"))["swapped"] == "new"
+    model = store / "org" / "reuse"
+    kept_inode = os.stat(model / "model-00001.safetensors").st_ino
+    (model / "config.json").unlink()
+    (model / "tokenizer" / "tokenizer.json").write_bytes(b"local edit")
+    result = run(params(mirror, store, "reuse"))
+    assert result["problems"] == [] and result["swapped"] == "exchange"
+    assert sorted(f["path"] for f in result["fetched"]) == ["config.json", "tokenizer/tokenizer.json"]
+    assert result["reused"] == 1 and result["hashed"] == []
+    assert os.stat(model / "model-00001.safetensors").st_ino == kept_inode  # a hard link, not a copy
+    assert_model(store, "reuse", files)
+    assert staging_left(store) == [".lock"]
+
+
+def test_copied_model_adopted_by_hashing_once(mirror, tmp_path):
+    files = make_model(mirror, "adopt", small_files())
+    store = tmp_path / "store"
+    shutil.copytree(mirror.www / "adopt", store / "org" / "adopt")  # seeded by other means: no manifest
+    result = run(params(mirror, store, "adopt"))
+    assert result["problems"] == [] and result["changed"] and result["swapped"] == "none"
+    assert sorted(result["hashed"]) == sorted(files) and result["fetched"] == []
+    assert mw.read_manifest(str(store / "org" / "adopt"))
+    assert run(params(mirror, store, "adopt"))["hashed"] == []
+
+
+def fetch_in_child(p):
+    mw.converge(p, backoff=0.05)
+
+
+def kill_mid_fetch(mirror, store, name, part_bytes):
+    """Fetch name slowly in a child process and kill it once its part holds part_bytes or more."""
+    proc = multiprocessing.get_context("fork").Process(
+        target=fetch_in_child, args=(params(mirror, store, name, "slow/"),)
+    )
+    proc.start()
+    part = store / mw.STAGING / "org" / name / ("big.bin" + mw.PART)
+    deadline = time.time() + 30
+    try:
+        while not (part.exists() and part.stat().st_size >= part_bytes):
+            assert time.time() < deadline, "the child fetched no part in time"
+            assert proc.is_alive(), "the child ended before it was killed"
+            time.sleep(0.02)
+    finally:
+        proc.kill()
+        proc.join(timeout=10)
+    return part
+
+
+def logged(mirror, name, uri_end, count):
+    deadline = time.time() + 10
+    while True:
+        lines = [entry for entry in mirror.log(name) if entry[0].endswith(uri_end)]
+        if len(lines) >= count or time.time() > deadline:
+            return lines
+        time.sleep(0.05)
+
+
+def test_killed_fetch_resumes(mirror, tmp_path, record_property):
+    files = make_model(mirror, "resume", {"big.bin": os.urandom(BIG), "config.json": b"{}\n"})
+    store = tmp_path / "store"
+    part = kill_mid_fetch(mirror, store, "resume", BIG // 2)
+    kept = part.stat().st_size
+    assert not (store / "org" / "resume").exists()  # nothing published
+    result = run(params(mirror, store, "resume"))
+    assert result["problems"] == [] and result["swapped"] == "new"
+    assert_model(store, "resume", files)
+    big = logged(mirror, "resume", "/big.bin", 2)
+    assert len(big) == 2 and big[1][1] == 206 and big[1][3] == "bytes=%d-" % kept and big[1][4]
+    sent = big[0][2] + big[1][2]
+    resent = sent - BIG
+    assert result["bytes_resumed"] == kept
+    assert result["bytes_fetched"] == len(files["config.json"]) + BIG - kept
+    record_property(
+        "resume", "kept %d, nginx sent %d + %d, resent %d of %d" % (kept, big[0][2], big[1][2], resent, BIG)
+    )
+    print("resume: kept %d, nginx sent %d + %d, resent %d of %d bytes" % (kept, big[0][2], big[1][2], resent, BIG))
+    assert resent < BIG // 10
+    assert staging_left(store) == [".lock"]
+
+
+@pytest.mark.parametrize("change", ["touched", "content"])
+def test_stale_part_starts_over(mirror, tmp_path, change):
+    name = "stale-" + change
+    files = make_model(mirror, name, {"big.bin": os.urandom(BIG)})
+    store = tmp_path / "store"
+    part = kill_mid_fetch(mirror, store, name, BIG // 4)
+    assert part.stat().st_size > 0
+    source = mirror.www / name / "big.bin"
+    if change == "touched":  # same bytes, new Last-Modified and ETag: If-Range fails, a 200 starts over
+        os.utime(source, (time.time() + 100, time.time() + 100))
+    else:  # new bytes and a new SHA256SUMS: the part belongs to another sha256
+        files = make_model(mirror, name, {"big.bin": os.urandom(BIG)})
+    result = run(params(mirror, store, name))
+    assert result["problems"] == [] and result["swapped"] == "new"
+    assert result["bytes_resumed"] == 0 and result["bytes_fetched"] == BIG
+    assert_model(store, name, files)
+    last = logged(mirror, name, "/big.bin", 2)[-1]
+    assert last[1] == 200 and last[2] == BIG
+    if change == "touched":
+        assert last[3].startswith("bytes=") and last[4]  # it asked for the rest, and was answered with all
+    assert staging_left(store) == [".lock"]
+
+
+def test_checksum_lie_publishes_nothing(mirror, tmp_path):
+    files = small_files()
+    lie = "".join("%s  %s\n" % (sha(b"other" if p == "config.json" else d), p) for p, d in sorted(files.items()))
+    make_model(mirror, "liar", files, sums=lie)
+    store = tmp_path / "store"
+    result = run(params(mirror, store, "liar"))
+    assert codes(result) == ["SHA256_MISMATCH"] and not result["changed"] and result["swapped"] == "none"
+    found = result["problems"][0]
+    assert "config.json" in found["message"] and "node-a" in found["message"] and found["host"] == "node-a"
+    assert mirror.url("liar") + "/config.json" in found["message"]
+    assert not (store / "org" / "liar").exists()
+    assert not any(p.startswith("org/liar/config.json") for p in staging_left(store))
+
+
+@pytest.mark.parametrize(
+    "where, name, status, requests",
+    [("", "absent-model", "404", 1), ("fail/", "broken", "500", 3)],
+    ids=["404-once", "500-retried"],
+)
+def test_http_errors(mirror, tmp_path, where, name, status, requests):
+    store = tmp_path / "store"
+    before = len(mirror.log(name))
+    result = run(params(mirror, store, name, where, retries=2))
+    assert codes(result) == ["HTTP"] and not result["changed"]
+    assert status in result["problems"][0]["message"]
+    assert mirror.url(name, where) + "/SHA256SUMS" in result["problems"][0]["message"]
+    assert len(mirror.log(name)) - before == requests  # 5xx tried again, bounded; 4xx not
+    assert not (store / "org" / name).exists()
+
+
+def test_missing_file_404(mirror, tmp_path):
+    files = make_model(mirror, "hole", small_files())
+    (mirror.www / "hole" / "config.json").unlink()
+    store = tmp_path / "store"
+    result = run(params(mirror, store, "hole"))
+    assert codes(result) == ["HTTP"]
+    assert "404" in result["problems"][0]["message"] and "/hole/config.json" in result["problems"][0]["message"]
+    assert not (store / "org" / "hole").exists()
+    assert files
+
+
+def test_connection_refused(tmp_path):
+    p = {"store": str(tmp_path / "s"), "path": "m", "url": "http://127.0.0.1:%d/m" % free_port(), "retries": 1}
+    started = time.time()
+    result = run(p)
+    assert codes(result) == ["HTTP"] and "connection failed" in result["problems"][0]["message"]
+    assert time.time() - started < 5
+
+
+@pytest.mark.parametrize("path", ["/etc", "../up", ".staging/x", "a//b"])
+def test_bad_path_touches_nothing(mirror, tmp_path, path):
+    store = tmp_path / "store"
+    result = run(dict(params(mirror, store, "first"), path=path))
+    assert codes(result) == ["MODEL_PATH"] and result["problems"][0]["variable"] == "path"
+    assert not store.exists()
+
+
+def test_bad_sums_entries_refused(mirror, tmp_path):
+    make_model(mirror, "evil", {"ok.bin": b"x"}, sums=GOOD + "  ../../etc/shadow\n" + sha(b"x") + "  ok.bin\n")
+    store = tmp_path / "store"
+    result = run(params(mirror, store, "evil"))
+    assert codes(result) == ["SUMS_ENTRY"]
+    assert not (store / "org").exists()
+
+
+def test_files_given_instead_of_sums(mirror, tmp_path):
+    files = make_model(mirror, "given", small_files(), sums="not a sums file\n")
+    store = tmp_path / "store"
+    listed = [{"path": p, "sha256": sha(d), "size": len(d)} for p, d in files.items()]
+    result = run(params(mirror, store, "given", files=listed))
+    assert result["problems"] == [] and result["swapped"] == "new"
+    assert_model(store, "given", files)
+    wrong = [dict(listed[0], size=listed[0]["size"] + 1)]
+    result = run(params(mirror, store, "given-wrong", files=wrong, url=mirror.url("given")))
+    assert codes(result) == ["SIZE_MISMATCH"]
+
+
+def test_check_mode_touches_nothing(mirror, tmp_path):
+    files = make_model(mirror, "dry", small_files())
+    store = tmp_path / "store"
+    result = run(params(mirror, store, "dry"), check_mode=True)
+    assert result["problems"] == [] and result["changed"]
+    assert sorted((f["path"], f["size"]) for f in result["fetched"]) == sorted((p, len(d)) for p, d in files.items())
+    assert not store.exists()
+    assert run(params(mirror, store, "dry"))["changed"]
+    (store / "org" / "dry" / "config.json").unlink()
+    before = snapshot(store)
+    again = run(params(mirror, store, "dry"), check_mode=True)
+    assert again["changed"] and again["fetched"] == [{"path": "config.json", "size": len(files["config.json"])}]
+    assert snapshot(store) == before
+
+
+def snapshot(root):
+    """Every path under root with its size, mode and mtime_ns."""
+    out = []
+    for top, dirs, names in os.walk(root):
+        for n in sorted(dirs + names):
+            st = os.lstat(os.path.join(top, n))
+            out.append((os.path.join(top, n), st.st_size, st.st_mode, st.st_mtime_ns))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("exchange, swapped", [(None, "exchange"), (lambda a, b: False, "fallback")])
+def test_replacement_is_atomic(mirror, tmp_path, exchange, swapped):
+    name = "replace-" + swapped
+    store = tmp_path / "store"
+    old = make_model(mirror, name, dict(small_files(b"old"), **{"old-only.bin": b"old"}))
+    assert run(params(mirror, store, name))["swapped"] == "new"
+    assert_model(store, name, old)
+    new = make_model(mirror, name, dict(small_files(b"new"), **{"new-only.bin": b"new"}))
+    new["model-00001.safetensors"] = old["model-00001.safetensors"]
+    make_model(mirror, name, new)
+    result = run(params(mirror, store, name, revision="r2"), exchange=exchange)
+    assert result["problems"] == [] and result["swapped"] == swapped
+    assert result["reused"] == 1
+    assert sorted(f["path"] for f in result["fetched"]) == ["config.json", "new-only.bin", "tokenizer/tokenizer.json"]
+    assert_model(store, name, new)  # the old-only file and the old contents are gone
+    assert mw.read_manifest(str(store / "org" / name))["revision"] == "r2"
+    assert staging_left(store) == [".lock"]
+
+
+def concurrent_child(p, queue):
+    queue.put(mw.converge(p, backoff=0.05))
+
+
+def test_two_concurrent_runs_one_model(mirror, tmp_path):
+    files = make_model(mirror, "race", {"big.bin": os.urandom(BIG // 3), "config.json": b"{}\n"})
+    store = tmp_path / "store"
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=concurrent_child, args=(params(mirror, store, "race", "slow/"), queue)) for _ in "ab"]
+    for proc in procs:
+        proc.start()
+    results = [queue.get(timeout=60) for _ in procs]
+    for proc in procs:
+        proc.join(timeout=10)
+    assert [r["problems"] for r in results] == [[], []]
+    assert sorted(r["swapped"] for r in results) == ["new", "none"]
+    waited = next(r for r in results if r["swapped"] == "none")
+    assert not waited["changed"] and waited["fetched"] == [] and waited["bytes_fetched"] == 0
+    assert len([e for e in mirror.log("race") if e[0].endswith("/big.bin")]) == 1
+    assert_model(store, "race", files)
+
+
+def test_lock_timeout(mirror, tmp_path):
+    make_model(mirror, "locked", small_files())
+    store = tmp_path / "store"
+    fd = mw.lock_store(str(store), 1)
+    try:
+        result = run(params(mirror, store, "locked", lock_timeout=0.3))
+    finally:
+        mw.unlock_store(fd)
+    assert codes(result) == ["LOCK_TIMEOUT"]
+    assert not (store / "org" / "locked").exists()
+
+
+def test_module_through_ansible(mirror, tmp_path):
+    files = make_model(mirror, "module", small_files())
+    args = {
+        "store": str(tmp_path / "store"),
+        "path": "org/module",
+        "url": mirror.url("module"),
+        "headers": {"Authorization": "Bearer sekrit-token"},
+        "timeout": 10,
+    }
+    rc, result = run_module("aiinfra.k3s.model_weights", args, check=True)
+    assert rc == 0 and result["changed"] and len(result["fetched"]) == len(files)
+    assert not (tmp_path / "store").exists()
+    rc, result = run_module("aiinfra.k3s.model_weights", args)
+    assert rc == 0 and result["changed"] and result["swapped"] == "new"
+    assert "sekrit-token" not in str(result)
+    assert_model(tmp_path / "store", "module", files)
+    rc, result = run_module("aiinfra.k3s.model_weights", dict(args, path="../x"))
+    assert rc != 0 and [p["code"] for p in result["problems"]] == ["MODEL_PATH"]
