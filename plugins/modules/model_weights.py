@@ -20,10 +20,11 @@ description:
     later), then the old tree is removed; where the file system has no such call the old directory is renamed away
     first (RV(swapped) says C(fallback)). A new model is a plain rename.
   - The published directory holds C(SHA256SUMS) (C(sha256sum --check SHA256SUMS) works there) and the manifest
-    C(.aiinfra-weights.json): source, revision and, per file, path, size, sha256, mtime_ns and when it was verified.
+    C(.aiinfra-weights.json) with the source, the revision and, per file, path, size, sha256, mtime_ns and when it
+    was verified.
     With O(verify=fast) a model whose manifest names the wanted files and sha256s, and whose files have the size and
     mtime_ns it records, is not read at all.
-  - An exclusive lock on C(<store>/.staging/.lock) covers the fetch and the publish: a second run waits (at most
+  - An exclusive lock on C(<store>/.staging/.lock) covers the fetch and the publish; a second run waits (at most
     O(lock_timeout) seconds), then finds the model current.
   - Only the Python standard library on the node. The logic is in module_utils C(model_weights.py).
 author:
@@ -201,9 +202,10 @@ manifest:
   sample: /data/model-registry/Qwen/Qwen2.5-7B-Instruct/.aiinfra-weights.json
 problems:
   description:
-    - Why the run failed, one dict per problem with C(code) (MODEL_PATH, STORE, URL, VERIFY, FILES, SUMS_ENTRY,
-      HTTP, SHA256_MISMATCH, SIZE_MISMATCH, NESTED_MODEL, OWNER, LOCK_TIMEOUT), C(severity), C(host), C(variable),
-      C(message), C(problem) (the same text, for the problem_line filter) and C(fix); empty on success.
+    - Why the run failed, one dict per problem with C(code) (MODEL_PATH, STORE, URL, MODE, VERIFY, FILES,
+      SUMS_ENTRY, HTTP, SHA256_MISMATCH, SIZE_MISMATCH, NESTED_MODEL, OWNER, LOCK_TIMEOUT, STORE_IO), C(severity),
+      C(host), C(variable), C(message), C(problem) (the same text, for the problem_line filter) and C(fix); empty on
+      success.
     - Nothing is published when there are problems; parts fetched stay in staging for the next run.
   returned: always
   type: list

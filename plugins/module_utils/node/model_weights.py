@@ -381,6 +381,8 @@ def assess(model_dir, entries, verify):
         path = os.path.join(model_dir, entry["path"])
         st = regular_stat(path)
         rec = recs.get(entry["path"])
+        if st is not None and os.path.realpath(path) != os.path.join(os.path.realpath(model_dir), entry["path"]):
+            st = None  # reached through a link: not the model's own file
         if st is None or (entry["size"] is not None and st.st_size != entry["size"]):
             out["todo"].append(entry)
         elif verify == "fast" and rec is not None and rec["sha256"] == entry["sha256"] and stat_matches(rec, st):
@@ -424,9 +426,10 @@ def owner_ids(owner, group, host):
 def octal(mode, default):
     if mode is None or mode == "":
         return default
-    if isinstance(mode, int):
-        return mode
-    return int(str(mode), 8)
+    value = mode if isinstance(mode, int) and not isinstance(mode, bool) else int(str(mode), 8)
+    if not 0 <= value <= 0o7777:
+        raise ValueError(mode)
+    return value
 
 
 def set_tree_attributes(root, file_mode, dir_mode, uid=-1, gid=-1, dry=False):
@@ -488,7 +491,7 @@ class SameHostHeaders(HTTPRedirectHandler):
         new = HTTPRedirectHandler.redirect_request(self, req, fp, code, msg, headers, newurl)
         if new is not None and urlsplit(newurl).netloc == urlsplit(req.full_url).netloc:
             for key, value in req.unredirected_hdrs.items():
-                if key.lower() not in ("range", "if-range", "host", "content-length", "content-type"):
+                if key.lower() not in ("host", "content-length", "content-type"):
                     new.add_unredirected_header(key, value)
         return new
 
@@ -511,7 +514,7 @@ class Http(object):
         for key, value in self.headers.items():
             req.add_unredirected_header(str(key), str(value))
         for key, value in (extra or {}).items():
-            req.add_unredirected_header(key, value)
+            req.add_header(key, value)  # Range and If-Range follow a redirect
         try:
             return self.opener.open(req, timeout=self.timeout)
         except HTTPError as exc:
@@ -629,7 +632,7 @@ def fetch_file(http, url, staged, entry, host, stats):
             if os.path.lexists(leftover):
                 os.unlink(leftover)
         meta = {}
-    state = {"hasher": hasher, "offset": offset, "meta": meta, "resumed": 0}
+    state = {"hasher": hasher, "offset": offset, "meta": meta, "resumed": offset}  # kept unless a 200 starts over
 
     def attempt():
         extra = {}
@@ -693,7 +696,6 @@ def stream(response, state, part, meta_path, entry, url, host, stats):
             restart(state, part)  # a range we did not ask for: start over (the next attempt asks for it all)
             raise HttpFailure(url, 206, "answered another range than asked", True)
         total = int(first.group(3)) if first.group(3).isdigit() else None
-        state["resumed"] = state["offset"]
     elif status == 200:
         if state["offset"] > 0:
             restart(state, part)  # If-Range did not match: the file changed, the part is worthless
@@ -893,6 +895,13 @@ def check_params(params, host):
     url = params.get("url")
     if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
         out.append(problem("URL", host, "url", "url is %r, not an http:// or https:// URL" % (url,)))
+    for name, default in (("mode", 0o644), ("directory_mode", 0o755)):
+        try:
+            octal(params.get(name), default)
+        except ValueError:
+            out.append(
+                problem("MODE", host, name, "%s is %r, not an octal mode such as 0644" % (name, params.get(name)))
+            )
     if params.get("verify", "fast") not in VERIFY_MODES:
         out.append(problem("VERIFY", host, "verify", "verify is %r, not fast or full" % (params.get("verify"),)))
     return out
@@ -942,6 +951,10 @@ def converge(params, check_mode=False, exchange=None, backoff=1.0):
                 unlock_store(fd)
     except WeightsError as exc:
         result["problems"] = exc.problems
+    except OSError as exc:  # the store's disk: full, read-only, permissions
+        result["problems"] = [
+            problem("STORE_IO", host, "store", "%s: %s" % (host, exc), "check the model store's file system")
+        ]
     elapsed = time.time() - started
     result["seconds"] = round(elapsed, 3)
     result["rate"] = round(result["bytes_fetched"] / elapsed, 1) if elapsed > 0 else 0.0

@@ -42,6 +42,7 @@ http {{
     root {www};
     location /slow/ {{ alias {www}/; limit_rate {rate}; }}
     location /fail/ {{ return 500; }}
+    location ~ ^/moved/(.*)$ {{ return 302 /slow/$1; }}
   }}
 }}
 """
@@ -564,10 +565,14 @@ def test_two_concurrent_runs_one_model(mirror, tmp_path):
     store = tmp_path / "store"
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
-    procs = [ctx.Process(target=concurrent_child, args=(params(mirror, store, "race", "slow/"), queue)) for _ in "ab"]
+    both = params(mirror, store, "race", "slow/")
+    procs = [
+        ctx.Process(target=concurrent_child, args=(both, queue)),
+        ctx.Process(target=concurrent_child, args=(both, queue)),
+    ]
     for proc in procs:
         proc.start()
-    results = [queue.get(timeout=60) for _ in procs]
+    results = [queue.get(timeout=60), queue.get(timeout=60)]
     for proc in procs:
         proc.join(timeout=10)
     assert [r["problems"] for r in results] == [[], []]
@@ -588,6 +593,45 @@ def test_lock_timeout(mirror, tmp_path):
         mw.unlock_store(fd)
     assert codes(result) == ["LOCK_TIMEOUT"]
     assert not (store / "org" / "locked").exists()
+
+
+def test_resume_through_a_redirect(mirror, tmp_path):
+    files = make_model(mirror, "redirect", {"big.bin": os.urandom(BIG)})
+    store = tmp_path / "store"
+    kept = kill_mid_fetch(mirror, store, "redirect", BIG // 3).stat().st_size
+    result = run(params(mirror, store, "redirect", "moved/", headers={"Authorization": "Bearer x"}))
+    assert result["problems"] == [] and result["bytes_resumed"] == kept and result["bytes_fetched"] == BIG - kept
+    last = logged(mirror, "redirect", "/big.bin", 3)[-1]
+    assert last[0] == "/slow/redirect/big.bin" and last[1] == 206 and last[3] == "bytes=%d-" % kept
+    assert_model(store, "redirect", files)
+
+
+@pytest.mark.parametrize(
+    "extra, code",
+    [
+        ({"mode": "u=rw"}, "MODE"),
+        ({"directory_mode": "99999"}, "MODE"),
+        ({"owner": "no-such-user-here"}, "OWNER"),
+        ({"url": "ftp://127.0.0.1/x"}, "URL"),
+        ({"store": "relative/store"}, "STORE"),
+        ({"verify": "sometimes"}, "VERIFY"),
+    ],
+)
+def test_bad_params_touch_nothing(mirror, tmp_path, extra, code):
+    store = tmp_path / "store"
+    result = run(dict(params(mirror, store, "first"), **extra))
+    assert codes(result) == [code] and not result["changed"]
+    assert not store.exists()
+
+
+def test_nested_models_refused(mirror, tmp_path):
+    files = make_model(mirror, "outer", small_files())
+    store = tmp_path / "store"
+    assert run(params(mirror, store, "outer"))["problems"] == []
+    inner = dict(params(mirror, store, "outer"), path="org/outer/inner")
+    assert codes(run(inner)) == ["NESTED_MODEL"]
+    assert codes(run(dict(params(mirror, store, "outer"), path="org"))) == ["NESTED_MODEL"]
+    assert_model(store, "outer", files)
 
 
 def test_module_through_ansible(mirror, tmp_path):
