@@ -119,6 +119,7 @@ attributes:
     description: Reads the file list and the store only, and reports what would be fetched with the sizes.
   diff_mode:
     support: none
+    description: Model weights are binary; RV(fetched) lists what changed.
 """
 
 EXAMPLES = r"""

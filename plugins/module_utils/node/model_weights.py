@@ -1070,7 +1070,7 @@ def apply(store, model_path, entries, params, http, host, result, uid, gid, exch
     kept = clean_staging(staging, entries)
     make_dirs(staging, 0o700)
     recs = dict(kept)
-    stats = {"bytes_fetched": 0, "bytes_resumed": 0}
+    stats = result  # bytes_fetched and bytes_resumed, counted as they come (a failure still reports them)
     todo = {e["path"] for e in found["todo"]}
     for entry in entries:
         target = os.path.join(staging, entry["path"])
@@ -1099,10 +1099,7 @@ def apply(store, model_path, entries, params, http, host, result, uid, gid, exch
             recs[entry["path"]] = record(entry, st, now_text())
             result["fetched"].append({"path": entry["path"], "size": st.st_size})
         write_json(os.path.join(staging, MANIFEST), manifest_data(entries, recs, source, revision), 0o600)
-    result["bytes_fetched"] = stats["bytes_fetched"]
-    result["bytes_resumed"] = stats["bytes_resumed"]
     write_file_atomic(os.path.join(staging, SUMS), sums_text(entries).encode("utf-8"), file_mode)
-    set_tree_attributes(staging, file_mode, dir_mode, uid, gid)
     recs = {e["path"]: refreshed(recs[e["path"]], regular_stat(os.path.join(staging, e["path"]))) for e in entries}
     write_json(os.path.join(staging, MANIFEST), manifest_data(entries, recs, source, revision), file_mode)
     set_tree_attributes(staging, file_mode, dir_mode, uid, gid)
