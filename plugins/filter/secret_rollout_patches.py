@@ -23,6 +23,13 @@ options:
     type: list
     elements: dict
     required: true
+  current:
+    description:
+      - The workloads as the API returns them now. When given, only the patches that would change one of them are
+        returned (a workload that does not exist yet, or already carries the annotation, gets none).
+    type: list
+    elements: dict
+    version_added: 0.2.0
 """
 
 EXAMPLES = r"""
@@ -41,10 +48,12 @@ _value:
 """
 
 
-def secret_rollout_patches(objects, applied):
+def secret_rollout_patches(objects, applied, current=None):
     from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import gateway
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.rollout import effective_patches
 
-    return gateway.rollout_patches(list(objects or []), [dict(m) for m in applied or []])
+    patches = gateway.rollout_patches(list(objects or []), [dict(m) for m in applied or []])
+    return patches if current is None else effective_patches(patches, list(current))
 
 
 class FilterModule(object):
