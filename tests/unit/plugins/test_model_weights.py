@@ -9,6 +9,7 @@ import shutil
 import socket
 import stat
 import subprocess
+import threading
 import time
 
 import pytest
@@ -593,6 +594,73 @@ def test_lock_timeout(mirror, tmp_path):
         mw.unlock_store(fd)
     assert codes(result) == ["LOCK_TIMEOUT"]
     assert not (store / "org" / "locked").exists()
+
+
+class CuttingRelay:
+    """A TCP relay on 127.0.0.1 to the mirror that closes its first connection after `cut` bytes of the answer (a
+    connection lost mid-file), and relays later ones whole."""
+
+    def __init__(self, port, cut):
+        self.port, self.cut, self.connections = port, cut, 0
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.server.settimeout(30)
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def url_port(self):
+        return self.server.getsockname()[1]
+
+    def serve(self):
+        while True:
+            try:
+                client, _addr = self.server.accept()
+            except OSError:
+                return
+            self.connections += 1
+            limit = self.cut if self.connections == 1 else None
+            threading.Thread(target=self.relay, args=(client, limit), daemon=True).start()
+
+    def relay(self, client, limit):
+        upstream = socket.create_connection(("127.0.0.1", self.port), timeout=30)
+        client.settimeout(30)
+        request = client.recv(65536)
+        upstream.sendall(request)
+        sent = 0
+        try:
+            while limit is None or sent < limit:
+                block = upstream.recv(65536 if limit is None else min(65536, limit - sent))
+                if not block:
+                    break
+                client.sendall(block)
+                sent += len(block)
+        except OSError:
+            pass
+        finally:
+            client.close()
+            upstream.close()
+
+    def close(self):
+        self.server.close()
+
+
+def test_cut_connection_retried_and_resumed(mirror, tmp_path):
+    files = make_model(mirror, "cut", {"big.bin": os.urandom(BIG)})
+    relay = CuttingRelay(mirror.port, BIG // 2)
+    try:
+        p = params(mirror, tmp_path / "store", "cut", files=[{"path": "big.bin", "sha256": sha(files["big.bin"])}])
+        p["url"] = "http://127.0.0.1:%d/cut" % relay.url_port
+        result = run(p)
+    finally:
+        relay.close()
+    assert result["problems"] == [] and result["swapped"] == "new"
+    assert relay.connections == 2  # one cut, one retry for the rest
+    big = logged(mirror, "cut", "/big.bin", 2)
+    assert big[-1][1] == 206 and big[-1][3].startswith("bytes=") and big[-1][4]
+    resumed_at = int(big[-1][3][len("bytes=") : -1])
+    assert BIG // 4 < resumed_at <= BIG // 2
+    assert result["bytes_fetched"] == BIG and result["bytes_resumed"] == 0  # all of it in this run, nothing twice
+    assert_model(tmp_path / "store", "cut", files)
 
 
 def test_resume_through_a_redirect(mirror, tmp_path):
