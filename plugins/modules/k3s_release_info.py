@@ -33,6 +33,14 @@ options:
     description: Artifact name to sha256 pinned by the operator; must agree with the checksum file.
     type: dict
     default: {}
+  record:
+    description:
+      - A record file (JSON, mode 0600) of the artifacts already hashed, as M(aiinfra.k3s.verified_files) keeps it.
+        An artifact whose size, mtime, ctime and inode still equal its entry for the sha256 the checksum file lists
+        is not read again; one hashed by this run is entered. Unset, every artifact is hashed on each run.
+      - The checksum files are always read, and pinned ones hashed.
+    type: path
+    version_added: 0.2.0
 extends_documentation_fragment:
   - aiinfra.k3s.attributes.read_only
 """
@@ -63,6 +71,7 @@ artifacts:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node import verified_files
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node.k3s_release import (
     ArtifactError,
     k3s_arch,
@@ -77,16 +86,27 @@ def main():
             architectures=dict(type="list", elements="str", default=["amd64"]),
             require_images=dict(type="bool", default=False),
             pins=dict(type="dict", default={}),
+            record=dict(type="path"),
         ),
         supports_check_mode=True,
     )
+    record_path = module.params["record"]
+    record = verified_files.load_record(record_path) if record_path else None
+    kept = dict(record or {})
     try:
         arches = sorted(set(k3s_arch(a) for a in module.params["architectures"]))
         artifacts = verify_release(
-            module.params["path"], arches, module.params["require_images"], module.params["pins"]
+            module.params["path"], arches, module.params["require_images"], module.params["pins"], record
         )
     except (ArtifactError, OSError) as exc:
         module.fail_json(msg="K3s artifacts in %s cannot be used: %s" % (module.params["path"], exc))
+    if record is not None and record != kept and not module.check_mode:
+        try:
+            verified_files.write_record(record_path, record)
+        except OSError as exc:
+            module.warn(
+                "the record %s could not be written (%s): the artifacts are hashed again next run" % (record_path, exc)
+            )
     module.exit_json(changed=False, artifacts=artifacts)
 
 

@@ -17,6 +17,8 @@ import hashlib
 import os
 import re
 
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node import verified_files
+
 ARCHES = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 VERSION_RE = re.compile(r"^v1\.(\d+)\.(\d+)\+k3s(\d+)$")
 IMAGE_SUFFIXES = (".tar.zst", ".tar.gz", ".tar")
@@ -107,30 +109,41 @@ def sha256_file(path, chunk=1024 * 1024):
     return digest.hexdigest()
 
 
-def verify_file(directory, name, sums):
-    """Path and digest of `name` in `directory` after checking it against `sums`."""
+def verify_file(directory, name, sums, record=None):
+    """Path and digest of `name` in `directory` after checking it against `sums`.
+
+    `record` ({path: entry} of module_utils node/verified_files, updated in place): a file whose stat still equals its
+    entry for the listed sha256 was hashed by an earlier run and is not read again; a file hashed here is entered."""
     path = os.path.join(directory, name)
     if name not in sums:
         raise ArtifactError("%s is not listed in the checksum file; refusing an unverifiable artifact" % name)
     if not os.path.isfile(path):
         raise ArtifactError("%s is missing from %s" % (name, directory))
+    if record is not None:
+        before = os.stat(path)
+        if verified_files.proven(record.get(path), {"sha256": sums[name]}, before):
+            return {"path": path, "sha256": sums[name], "size": before.st_size}
+        record.pop(path, None)
     actual = sha256_file(path)
     if actual != sums[name]:
         raise ArtifactError(
             "%s does not match its checksum (expected %s, got %s): the file is corrupt or was tampered with;"
             " replace it with the release asset" % (path, sums[name], actual)
         )
-    return {"path": path, "sha256": actual, "size": os.path.getsize(path)}
+    after = os.stat(path)
+    if record is not None and verified_files.stat_entry(after) == verified_files.stat_entry(before):
+        record[path] = dict(verified_files.stat_entry(after), sha256=actual)
+    return {"path": path, "sha256": actual, "size": after.st_size}
 
 
-def verify_release(directory, arches, require_images=False, pins=None):
+def verify_release(directory, arches, require_images=False, pins=None, record=None):
     """Verify the binary (and image tarball) of each architecture in `directory`.
 
     Returns {arch: {binary: {...}, images: {...} or None, checksum_file: path, pinned: [names]}}.
     `pins` maps release file names to sha256 values (shipped or the operator's): each must name a file of a K3s
     release, and the checksum file of its architecture must list it with the same digest (a pinned checksum file is
     hashed itself). A pin the checksum file does not list is an error, never skipped. Pins of an architecture not
-    verified here apply when a node of it is installed.
+    verified here apply when a node of it is installed. `record`: see verify_file (the checksum files are always read).
     """
     if not os.path.isdir(directory):
         raise ArtifactError("artifact directory %s does not exist" % directory)
@@ -174,13 +187,13 @@ def verify_release(directory, arches, require_images=False, pins=None):
                 )
         entry = {
             "checksum_file": sums_path,
-            "binary": verify_file(directory, binary_name(arch), sums),
+            "binary": verify_file(directory, binary_name(arch), sums, record),
             "images": None,
             "pinned": pinned,
         }
         present = [n for n in image_names(arch) if os.path.isfile(os.path.join(directory, n))]
         if present:
-            entry["images"] = verify_file(directory, present[0], sums)
+            entry["images"] = verify_file(directory, present[0], sums, record)
             entry["images"]["name"] = present[0]
         elif require_images:
             raise ArtifactError(

@@ -1,3 +1,5 @@
+import os
+
 import pytest
 from conftest import run_module
 from make_test_airgap import make_bundle
@@ -151,3 +153,37 @@ def test_module_fails_on_tampered_binary_naming_the_file(tmp_path):
     rc, result = run_module("aiinfra.k3s.k3s_release_info", {"path": str(tmp_path)})
     assert rc != 0 and result["failed"]
     assert result["msg"].startswith(f"K3s artifacts in {tmp_path} cannot be used: {tmp_path}/k3s does not match")
+
+
+def test_a_record_spares_hashing_unchanged_artifacts_and_never_hides_a_change(tmp_path, monkeypatch):
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    made = make_bundle(bundle)
+    hashed = []
+    real = rel.sha256_file
+    monkeypatch.setattr(rel, "sha256_file", lambda path: hashed.append(path) or real(path))
+    record = {}
+    first = rel.verify_release(str(bundle), ["amd64"], require_images=True, record=record)
+    assert sorted(hashed) == sorted([str(made["binary"]), str(bundle / "k3s-airgap-images-amd64.tar.zst")])
+    assert set(record) == set(hashed)
+    hashed.clear()
+    again = rel.verify_release(str(bundle), ["amd64"], require_images=True, record=record)
+    assert hashed == [] and again == first
+    # A binary replaced by other bytes (its mtime set back) is hashed again and refused.
+    before = (bundle / "k3s").stat()
+    (bundle / "k3s").write_bytes(b"x" * before.st_size)
+    os.utime(bundle / "k3s", ns=(before.st_atime_ns, before.st_mtime_ns))
+    with pytest.raises(rel.ArtifactError, match="k3s does not match its checksum"):
+        rel.verify_release(str(bundle), ["amd64"], require_images=True, record=record)
+    assert str(made["binary"]) not in record
+
+
+def test_module_keeps_the_record_outside_check_mode(tmp_path):
+    make_bundle(tmp_path)
+    record = tmp_path / "cache" / "verified-files.json"
+    args = {"path": str(tmp_path), "require_images": True, "record": str(record)}
+    rc, _ = run_module("aiinfra.k3s.k3s_release_info", args, check=True)
+    assert rc == 0 and not record.exists()
+    rc, result = run_module("aiinfra.k3s.k3s_release_info", args)
+    assert rc == 0 and result["changed"] is False and record.exists()
+    assert oct(record.stat().st_mode & 0o777) == "0o600"
