@@ -601,25 +601,28 @@ class CuttingRelay:
     connection lost mid-file), and relays later ones whole."""
 
     def __init__(self, port, cut):
-        self.port, self.cut, self.connections = port, cut, 0
+        self.port, self.cut, self.connections, self.stopped = port, cut, 0, False
         self.server = socket.create_server(("127.0.0.1", 0))
-        self.server.settimeout(30)
-        self.thread = threading.Thread(target=self.serve, daemon=True)
-        self.thread.start()
+        self.server.settimeout(0.1)
+        self.threads = [threading.Thread(target=self.serve, daemon=True)]
+        self.threads[0].start()
 
     @property
     def url_port(self):
         return self.server.getsockname()[1]
 
     def serve(self):
-        while True:
+        while not self.stopped:
             try:
                 client, _addr = self.server.accept()
+            except socket.timeout:
+                continue
             except OSError:
                 return
             self.connections += 1
             limit = self.cut if self.connections == 1 else None
-            threading.Thread(target=self.relay, args=(client, limit), daemon=True).start()
+            self.threads.append(threading.Thread(target=self.relay, args=(client, limit), daemon=True))
+            self.threads[-1].start()
 
     def relay(self, client, limit):
         upstream = socket.create_connection(("127.0.0.1", self.port), timeout=30)
@@ -641,6 +644,10 @@ class CuttingRelay:
             upstream.close()
 
     def close(self):
+        """Stop accepting and wait for every relaying thread (the tests fork later: no thread may be left)."""
+        self.stopped = True
+        for thread in list(self.threads):
+            thread.join(timeout=30)
         self.server.close()
 
 
