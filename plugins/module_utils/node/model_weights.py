@@ -521,8 +521,9 @@ class Http(object):
             status = exc.code
             exc.close()
             raise HttpFailure(url, status, "HTTP %d %s" % (status, exc.reason), status >= 500) from None
-        except URLError as exc:
-            raise HttpFailure(url, None, "connection failed (%s)" % (exc.reason,), True) from None
+        except URLError as exc:  # a certificate the CA store does not vouch for is not tried again
+            retry = not isinstance(exc.reason, ssl.CertificateError)
+            raise HttpFailure(url, None, "connection failed (%s)" % (exc.reason,), retry) from None
         except (OSError, http_client.HTTPException) as exc:
             raise HttpFailure(url, None, "connection failed (%s)" % (exc,), True) from None
 

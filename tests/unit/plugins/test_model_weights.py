@@ -45,7 +45,16 @@ http {{
     location /fail/ {{ return 500; }}
     location ~ ^/moved/(.*)$ {{ return 302 /slow/$1; }}
   }}
+{tls}
 }}
+"""
+TLS = """
+  server {{
+    listen 127.0.0.1:{port} ssl;
+    root {www};
+    ssl_certificate {d}/site.crt;
+    ssl_certificate_key {d}/site.key;
+  }}
 """
 
 
@@ -64,8 +73,10 @@ class Mirror:
         (self.dir / "tmp").mkdir(parents=True)
         self.www.mkdir()
         self.port = free_port()
+        self.tls_port = free_port() if self.make_cert() else None
         user = "user root;" if os.geteuid() == 0 else ""
-        conf = CONF.format(d=self.dir, user=user, port=self.port, www=self.www, rate=SLOW_RATE)
+        tls = TLS.format(port=self.tls_port, www=self.www, d=self.dir) if self.tls_port else ""
+        conf = CONF.format(d=self.dir, user=user, port=self.port, www=self.www, rate=SLOW_RATE, tls=tls)
         (self.dir / "nginx.conf").write_text(conf)
         self.proc = subprocess.Popen(
             [NGINX, "-p", str(self.dir), "-c", str(self.dir / "nginx.conf"), "-e", str(self.dir / "error.log")],
@@ -81,6 +92,18 @@ class Mirror:
                 if self.proc.poll() is not None or time.time() > deadline:
                     raise RuntimeError("nginx did not start: %s" % self.proc.stderr.read().decode()) from None
                 time.sleep(0.05)
+
+    def make_cert(self):
+        """A self-signed certificate for 127.0.0.1 (the site CA of the HTTPS tests); False without openssl."""
+        if not shutil.which("openssl"):
+            return False
+        made = subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+             "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(self.dir / "site.key"),
+             "-out", str(self.dir / "site.crt")],
+            capture_output=True, timeout=60, check=False,
+        )  # fmt: skip
+        return made.returncode == 0
 
     def url(self, name, where=""):
         return "http://127.0.0.1:%d/%s%s" % (self.port, where, name)
@@ -707,6 +730,18 @@ def test_nested_models_refused(mirror, tmp_path):
     assert codes(run(inner)) == ["NESTED_MODEL"]
     assert codes(run(dict(params(mirror, store, "outer"), path="org"))) == ["NESTED_MODEL"]
     assert_model(store, "outer", files)
+
+
+def test_https_with_a_site_ca(mirror, tmp_path):
+    if not mirror.tls_port:
+        pytest.skip("openssl is not installed")
+    files = make_model(mirror, "tls", small_files())
+    p = dict(params(mirror, tmp_path / "store", "tls"), url="https://127.0.0.1:%d/tls" % mirror.tls_port)
+    refused = run(p)  # the system CA store does not know the site's CA
+    assert codes(refused) == ["HTTP"] and "CERTIFICATE_VERIFY_FAILED" in refused["problems"][0]["message"]
+    result = run(dict(p, ca_path=str(mirror.dir / "site.crt")))
+    assert result["problems"] == [] and result["swapped"] == "new"
+    assert_model(tmp_path / "store", "tls", files)
 
 
 def test_module_through_ansible(mirror, tmp_path):
