@@ -214,18 +214,24 @@ def exception_problem(exc, p, stage):
 
 
 def configure_client(timeout):
-    """Bound every request of the client: its shared httpx2 client has no timeout, the downloads read
-    HF_HUB_DOWNLOAD_TIMEOUT from its constants module at call time."""
+    """Bound every request of the client by `timeout`: its shared httpx2 client has none, several calls pass
+    timeout=None explicitly (the tree listing's pagination), and the downloads read HF_HUB_DOWNLOAD_TIMEOUT from
+    its constants module at call time."""
+    from huggingface_hub.utils._http import hf_request_event_hook
+
     disable_progress_bars()
     constants.HF_HUB_DOWNLOAD_TIMEOUT = timeout
     constants.HF_HUB_ETAG_TIMEOUT = timeout
+    bound = httpx2.Timeout(timeout)
 
-    def factory():
-        from huggingface_hub.utils._http import default_client_factory
+    class BoundedClient(httpx2.Client):
+        def build_request(self, method, url, **kwargs):
+            if kwargs.get("timeout") is None:
+                kwargs["timeout"] = bound
+            return super().build_request(method, url, **kwargs)
 
-        client = default_client_factory()
-        client.timeout = httpx2.Timeout(timeout)
-        return client
+    def factory():  # huggingface_hub's default_client_factory, with the bound
+        return BoundedClient(event_hooks={"request": [hf_request_event_hook]}, follow_redirects=True, timeout=bound)
 
     set_client_factory(factory)
 

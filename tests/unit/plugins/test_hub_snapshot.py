@@ -10,6 +10,7 @@ Without olah's venv the tests skip, or fail when AIINFRA_WEIGHTS_REQUIRED=1.
 """
 
 import hashlib
+import http.server
 import json
 import os
 import random
@@ -17,6 +18,7 @@ import shutil
 import socket
 import struct
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -437,6 +439,46 @@ def test_unreachable_endpoint_fails_in_bounded_time(hub, tmp_path):
     assert codes(result) == ["HUB_UNREACHABLE"]
     assert time.monotonic() - t0 < 40
     print("\n[timing] silent endpoint, timeout=2: %.1fs" % (time.monotonic() - t0))
+
+
+class StallingHub(http.server.BaseHTTPRequestHandler):
+    """Answers a repository's refs, then never answers the tree listing (a hung mirror)."""
+
+    def do_GET(self):
+        if self.path.endswith("/refs"):
+            body = b'{"branches": [], "converts": [], "tags": []}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        self.server.stalled.wait(120)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_stalled_listing_is_bounded_by_the_timeout(hub, tmp_path):
+    """The listing's pagination passes timeout=None to the client: without the module's bound it waits forever;
+    with it, each try waits `timeout` and the client's five retries (1+2+4+8+8 s of backoff) follow."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), StallingHub)
+    server.daemon_threads = True
+    server.stalled = threading.Event()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        t0 = time.monotonic()
+        endpoint = "http://127.0.0.1:%d" % server.server_address[1]
+        result = hub_snapshot.run(params(hub, tmp_path / "x", endpoint=endpoint, timeout=1.0))
+        seconds = time.monotonic() - t0
+    finally:
+        server.stalled.set()
+        server.shutdown()
+        server.server_close()
+    assert codes(result) == ["HUB_UNREACHABLE"], [p["problem"] for p in result["problems"]]
+    assert seconds < 60
+    print("\n[timing] stalled listing, timeout=1: %.1fs" % seconds)
 
 
 def test_check_mode_reports_sizes_and_touches_nothing(hub, tmp_path):
