@@ -38,11 +38,10 @@ import socket
 import ssl
 import stat
 import time
-
-from ansible.module_utils.six.moves import http_client
-from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
-from ansible.module_utils.six.moves.urllib.parse import quote, urlsplit, urlunsplit
-from ansible.module_utils.six.moves.urllib.request import HTTPRedirectHandler, HTTPSHandler, Request, build_opener
+from http import client as http_client
+from urllib.error import HTTPError, URLError
+from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.request import HTTPRedirectHandler, HTTPSHandler, Request, build_opener
 
 MANIFEST = ".aiinfra-weights.json"
 SUMS = "SHA256SUMS"
