@@ -91,6 +91,7 @@ attributes:
         with their sizes; writes and removes nothing.
   diff_mode:
     support: none
+    description: Weights are binary; RV(files) says what was downloaded.
 notes:
   - Runs where huggingface_hub is installed; for a fetch node, delegate the task to it and distribute O(dest)
     from there.

@@ -296,7 +296,7 @@ def test_download_by_commit_writes_verified_files_sha256sums_and_manifest(hub, d
 
 
 def test_rerun_fast_is_a_no_op_that_contacts_nothing(hub, downloaded):
-    dest, _ = downloaded
+    dest, _first = downloaded
     before = snapshot_files(dest)
     # an endpoint nobody listens on: the run must not need it
     t0 = time.monotonic()
@@ -311,7 +311,7 @@ def test_rerun_fast_is_a_no_op_that_contacts_nothing(hub, downloaded):
 
 
 def test_full_verify_rehashes_and_changes_nothing(hub, downloaded):
-    dest, _ = downloaded
+    dest, _first = downloaded
     before = snapshot_files(dest)
     result = hub_snapshot.run(params(hub, dest, verify="full"))
     assert result["problems"] == []
