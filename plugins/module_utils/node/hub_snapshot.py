@@ -545,6 +545,10 @@ def run(p, check_mode=False):
 
     try:
         os.makedirs(dest, exist_ok=True)
+        if stale or leftover or missing:
+            # SHA256SUMS lists a complete, verified snapshot only: gone until this run has verified one
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(dest, SUMS))
         for path in stale + leftover:
             remove(dest, path)
             result["changed"] = True

@@ -421,6 +421,12 @@ def test_checksum_mismatch_removes_the_file_and_names_it(hub, tmp_path):
     assert not (dest / SHARDS[0]).exists()
     assert (dest / SHARDS[1]).exists()  # the good files stay for the next run
     assert not (dest / "SHA256SUMS").exists() and not (dest / hub_snapshot.MANIFEST).exists()
+    # repaired on the mirror: the next run fetches only the removed file
+    obj.write_bytes(lfs_object(hub["repos"]["tiny-model"], SHARDS[0]).read_bytes())
+    again = hub_snapshot.run(params(hub, dest, repo="corrupt-model"))
+    assert again["problems"] == []
+    assert [f["path"] for f in again["files"] if f["downloaded"]] == [SHARDS[0]]
+    assert sha256sum(dest).returncode == 0
 
 
 def test_unreachable_endpoint_fails_in_bounded_time(hub, tmp_path):
