@@ -44,8 +44,6 @@ GIT_ENV = {
     "GIT_TERMINAL_PROMPT": "0",
 }
 
-pytestmark = pytest.mark.skipif(hub_snapshot.HUB_IMPORT_ERROR is not None, reason="huggingface_hub not installed")
-
 
 def missing(what):
     if os.environ.get("AIINFRA_WEIGHTS_REQUIRED") == "1":
@@ -159,6 +157,8 @@ http {{
 def hub(tmp_path_factory):
     """olah on 127.0.0.1 serving testorg/tiny-model, testorg/gated-model and testorg/corrupt-model, and nginx in
     front of it gating testorg/gated-model. Yields {endpoint, gated_endpoint, shas, repos, olah_log}."""
+    if hub_snapshot.HUB_IMPORT_ERROR:
+        missing("huggingface_hub is not installed: run `make venv` (requirements-dev.txt)")
     if not OLAH.exists():
         missing("olah is not installed: run `make unit` (it installs .cache/olah-venv)")
     if not NGINX:
