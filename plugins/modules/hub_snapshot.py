@@ -21,8 +21,9 @@ description:
     mtime). What is distributed to the nodes is the files of C(SHA256SUMS); the client's metadata directory
     O(dest)/C(.cache/) and the manifest are not part of it.
   - A run with O(verify=fast) whose manifest still matches the disk (same repository, commit, patterns, and each
-    file's size and mtime) neither hashes nor contacts the endpoint and reports no change. A file whose size or
-    mtime changed is hashed; if it no longer matches it is downloaded again. O(verify=full) rehashes every file.
+    file's size and mtime) neither hashes nor contacts the endpoint and reports no change. A file whose size
+    changed is downloaded again; one whose mtime alone changed is hashed and downloaded again unless it still
+    matches. O(verify=full) rehashes every file.
   - A branch or tag as O(revision) is refused before anything is downloaded; the problem tells the commit it
     resolves to now, to pin.
   - Every failure is returned as data in RV(problems) (code, severity, host, variable, problem, fix), mapped from
@@ -87,8 +88,9 @@ attributes:
   check_mode:
     support: full
     description:
-      - Lists the files the run would download (the client's dry run plus the files that fail verification here)
-        with their sizes; writes and removes nothing.
+      - Lists the files the run would download (those missing or failing verification here; sizes from the
+        client's dry run, which runs in a temporary directory of its own since it writes metadata into a
+        C(local_dir)); writes and removes nothing in O(dest).
   diff_mode:
     support: none
     description: Weights are binary; RV(files) says what was downloaded.
@@ -162,7 +164,8 @@ no_op:
   type: bool
 problems:
   description:
-    - Every problem, each with C(code), C(severity), C(host), C(variable), C(problem) and C(fix). Codes -
+    - Every problem, each with C(code), C(severity), C(host) (the name of the machine that ran the module),
+      C(variable) (the option to look at), C(problem) and C(fix). Codes -
       C(HUB_PARAMETER), C(HUB_REVISION_NOT_PINNED), C(HUB_REPO_NOT_FOUND), C(HUB_REVISION_NOT_FOUND),
       C(HUB_GATED), C(HUB_ACCESS_DENIED), C(HUB_UNREACHABLE), C(HUB_HTTP_ERROR), C(HUB_CHECKSUM_MISMATCH),
       C(HUB_NO_FILES), C(HUB_LOCAL_ERROR), C(HUB_CLIENT_ERROR).
