@@ -13,6 +13,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.models import model_configs, store_path_error
 from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.site_plan import (
     SECRET_VARIABLES,
+    SOURCE_VARIABLES,
     STORE_PATH_VARIABLES,
     VARIABLES,
     site_plan,
@@ -80,7 +81,8 @@ class ActionModule(ActionBase):
         for host in gpu_hosts:
             hv = hostvars[host]
             # The model store's paths too: the model_registry role copies with each GPU host's own values.
-            gpu_nodes[host] = {name: hv[name] for name in GPU_HOST_VARIABLES + STORE_PATH_VARIABLES if name in hv}
+            own = GPU_HOST_VARIABLES + STORE_PATH_VARIABLES + SOURCE_VARIABLES
+            gpu_nodes[host] = {name: hv[name] for name in own if name in hv}
         seed_dir = values.get("model_registry_seed_dir") or ""
         weights, configs = {}, {}
         if seed_dir:

@@ -12,9 +12,10 @@ description:
     the GPU nodes to fetch (resumably, each file verified against its sha256 there), until O(stop_file) appears or
     O(lifetime) seconds have passed. Run it with C(async) and C(poll=0), then create O(stop_file) once the nodes are
     done.
-  - Every URL starts with the secret O(token); any other path, a hidden C(.cache) or C(.staging) segment, a link or
+  - Every request must carry the secret O(token) as C(Authorization: Bearer <token>) (answered 401 otherwise), so the
+    secret never appears in a URL. A path naming no served file, a hidden C(.cache) or C(.staging) segment, a link or
     a path leaving its directory is answered 404. Only GET and HEAD; single byte ranges are answered 206 (C(If-Range)
-    on the C(ETag) or C(Last-Modified) it sends), so a cut fetch resumes. No access log (the URLs hold the token).
+    on the C(ETag) or C(Last-Modified) it sends), so a cut fetch resumes. No access log.
   - The collection runs it on the controller to hand the GPU nodes a Hub snapshot or a seed directory. Standard
     library only; the logic is in module_utils C(node/model_mirror.py).
 author:
@@ -33,7 +34,7 @@ options:
     type: int
     default: 0
   token:
-    description: The secret first path segment of every URL (at least 16 characters).
+    description: The bearer token every request must carry (at least 16 characters).
     type: str
     required: true
   lifetime:
@@ -89,7 +90,7 @@ bytes_sent:
   type: int
   sample: 4294967296
 refused:
-  description: Requests answered 404 or 416.
+  description: Requests answered 401, 404 or 416.
   returned: always
   type: int
   sample: 0

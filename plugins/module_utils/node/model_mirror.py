@@ -4,7 +4,8 @@
 """A short-lived HTTP server that hands model directories to the GPU nodes: what the controller holds (a Hub
 snapshot, a seed directory) or what a node already verified, fetched by the others with model_weights.
 
-Only GET and HEAD of the regular files below the served directories, under a secret first path segment (the token);
+Only GET and HEAD of the regular files below the served directories, with the secret token as a bearer credential
+(`Authorization: Bearer <token>`: kept out of URLs, which errors and logs show);
 single byte ranges (206, If-Range on the ETag or Last-Modified, 416 past the end), so an interrupted fetch resumes.
 The server stops when the stop file appears or its lifetime ends, whichever comes first. Standard library only."""
 
@@ -33,14 +34,20 @@ def etag(st):
     return '"%x-%x"' % (st.st_size, st.st_mtime_ns)
 
 
-def resolve(directories, token, url_path):
-    """The file a request path names, or None. url_path is '/<token>/<name>/<relative path>', where <name> is a key of
+def authorized(header, token):
+    """Whether an Authorization header carries the token (compared in constant time)."""
+    scheme, _sep, value = (header or "").strip().partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), token.encode())
+
+
+def resolve(directories, url_path):
+    """The file a request path names, or None. url_path is '/<name>/<relative path>', where <name> is a key of
     `directories` ({name: directory}); a path leaving its directory, a hidden HIDDEN segment, a link or anything but a
     regular file is None."""
     parts = url_path.split("?", 1)[0].split("/")
-    if len(parts) < 4 or parts[0] != "" or not hmac.compare_digest(parts[1].encode(), token.encode()):
+    if len(parts) < 3 or parts[0] != "":
         return None
-    rest = parts[2:]
+    rest = parts[1:]
     if any(p in ("", ".", "..") or p in HIDDEN for p in rest):
         return None
     for cut in range(len(rest) - 1, 0, -1):
@@ -94,7 +101,7 @@ def handler_class(directories, token, stats):
         protocol_version = "HTTP/1.1"
         server_version = "aiinfra-model-mirror"
 
-        def log_message(self, *args):  # no access log on stderr (the URL holds the token)
+        def log_message(self, *args):  # no access log on the module's stderr
             return
 
         def refuse(self, code):
@@ -110,7 +117,9 @@ def handler_class(directories, token, stats):
             self.answer(body=True)
 
         def answer(self, body):
-            path = resolve(directories, token, self.path)
+            if not authorized(self.headers.get("Authorization"), token):
+                return self.refuse(401)
+            path = resolve(directories, self.path)
             if path is None:
                 return self.refuse(404)
             try:

@@ -9,6 +9,7 @@ that tests call directly fill them again, which changes nothing (filling is idem
 import json
 import math
 import os
+import re
 
 MODEL_DEFAULTS = {
     "vllm": {"tensor_parallel_size": 1, "replicas": 1, "port": 8000},
@@ -211,6 +212,8 @@ def store_path_error(path):
         return "is %r: it has control characters or a backslash" % path
     if any(part in (".", "..") for part in path.split("/")):
         return "is %r: a '.' or '..' segment would leave the model's directory (or the store)" % path
+    if path.split("/")[0] == ".staging":
+        return "is %r: the store keeps .staging for fetches in progress" % path
     return None
 
 
@@ -228,3 +231,185 @@ def memory_utilization(model, share):
     if model.get("gpu_memory_utilization") is not None:
         return float(model["gpu_memory_utilization"])
     return math.floor(MEMORY_UTILIZATION * 100 / int(share)) / 100
+
+
+# ---------------------------------------------------------------- where each model's weights come from
+
+# model_registry_sources: each entry names a model directory of the store and where its files come from. `url`: the
+# GPU nodes fetch the directory (and its SHA256SUMS) from an HTTP(S) mirror themselves; `hub`: the controller takes a
+# pinned revision of a Hugging Face repo (or a mirror of the Hub's API at `endpoint`) into its cache and hands it to
+# the nodes. The keys each source allows; `path` and `source` are required by all.
+WEIGHT_SOURCE_KEYS = {
+    "url": ("path", "source", "url", "headers", "revision"),
+    "hub": ("path", "source", "repo", "revision", "endpoint", "token", "include", "exclude"),
+}
+HUB_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
+# A model path's first segment the store keeps for fetches in progress (model_weights' staging directory).
+STAGING_SEGMENT = ".staging"
+SOURCES_VARIABLE = "model_registry_sources"
+
+
+def _http_url_error(value):
+    if not isinstance(value, str) or not value.startswith(("http://", "https://")) or len(value) < 10:
+        return "is %r, not an http:// or https:// URL" % (value,)
+    if any(ord(c) <= 32 or ord(c) == 127 for c in value):
+        return "has spaces or control characters"
+    return None
+
+
+def weight_source_findings(sources, seeded=()):
+    """(problem text, fix) of each wrong model_registry_sources entry: its keys, path, source and the source's own
+    settings; a path named twice, or also seeded from the controller (model_registry_seed_models)."""
+    if sources in (None, ""):
+        return []
+    if not isinstance(sources, list):
+        return [("%s is %r, not a list" % (SOURCES_VARIABLE, type(sources).__name__), "make it a list of entries")]
+    out, seen = [], {}
+    for index, entry in enumerate(sources):
+        name = "%s[%d]" % (SOURCES_VARIABLE, index)
+        if not isinstance(entry, dict):
+            out.append(("%s is %r, not a mapping" % (name, entry), "give path, source and the source's settings"))
+            continue
+        path, kind = entry.get("path"), entry.get("source")
+        why = store_path_error(path)
+        if why:
+            out.append(("%s.path %s" % (name, why), STORE_PATH_FIX))
+        else:
+            name = "%s[%d] (%s)" % (SOURCES_VARIABLE, index, path)
+            if path in seen:
+                out.append(
+                    (
+                        "%s names the same directory as entry %d" % (name, seen[path]),
+                        "keep one source per model directory",
+                    )
+                )
+            elif path in seeded:
+                out.append(
+                    (
+                        "%s is also in model_registry_seed_models" % name,
+                        "take the model from one source: drop it from one of the two",
+                    )
+                )
+            seen.setdefault(path, index)
+        if kind not in WEIGHT_SOURCE_KEYS:
+            out.append(
+                (
+                    "%s.source is %r, not one of %s" % (name, kind, ", ".join(sorted(WEIGHT_SOURCE_KEYS))),
+                    "set source: url or source: hub",
+                )
+            )
+            continue
+        unknown = sorted(set(entry) - set(WEIGHT_SOURCE_KEYS[kind]))
+        if unknown:
+            out.append(
+                (
+                    "%s has %s, which a %s source does not take (it takes %s)"
+                    % (name, ", ".join(unknown), kind, ", ".join(WEIGHT_SOURCE_KEYS[kind])),
+                    "remove or correct them",
+                )
+            )
+        if kind == "url":
+            why = _http_url_error(entry.get("url"))
+            if why:
+                out.append(
+                    (
+                        "%s.url %s" % (name, why),
+                        "give the URL of the model's directory on the mirror (it holds SHA256SUMS)",
+                    )
+                )
+            if not isinstance(entry.get("headers", {}), dict):
+                out.append(("%s.headers is not a mapping" % name, "give header names and values, e.g. Authorization"))
+        else:
+            if not isinstance(entry.get("repo"), str) or not HUB_REPO.match(entry["repo"]):
+                out.append(
+                    (
+                        "%s.repo is %r, not a Hub repo id (owner/name)" % (name, entry.get("repo")),
+                        "give the repo id, e.g. Qwen/Qwen2.5-7B-Instruct",
+                    )
+                )
+            revision = entry.get("revision")
+            if not isinstance(revision, str) or not COMMIT.match(revision):
+                out.append(
+                    (
+                        "%s.revision is %r, not a commit (40 lower-case hex digits): a branch or tag can move"
+                        % (name, revision),
+                        "pin the commit the model page lists for the revision you tested",
+                    )
+                )
+            if "endpoint" in entry:
+                why = _http_url_error(entry["endpoint"])
+                if why:
+                    out.append(("%s.endpoint %s" % (name, why), "give the base URL of the Hub mirror (as HF_ENDPOINT)"))
+            for key in ("include", "exclude"):
+                value = entry.get(key, [])
+                if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+                    out.append(
+                        (
+                            "%s.%s is %r, not a list of file patterns" % (name, key, value),
+                            "e.g. ['*.safetensors', '*.json']",
+                        )
+                    )
+    return out
+
+
+def weight_fetches(sources, seeds, seed_dir, snapshots, elsewhere=()):
+    """What one GPU node fetches into its store, in the order given: one entry per model directory the plan may place
+    there (paths in `elsewhere` only models placed on other nodes serve, and are left out).
+
+    sources: its model_registry_sources; seeds: model_registry_seed_models (directories below seed_dir on the
+    controller); snapshots: hub_snapshot's results for the hub sources ({path: {dest, files}}). Each entry:
+    {path, mirror (fetched from the controller's model_mirror, else from url), url, dir (served by the mirror),
+    files (the Hub's list with sha256 and size; None: the source's SHA256SUMS), headers, source (recorded), revision}.
+    """
+    out = []
+    for entry in sources or []:
+        if entry["path"] in elsewhere:
+            continue
+        if entry["source"] == "url":
+            out.append(
+                {
+                    "path": entry["path"],
+                    "mirror": False,
+                    "url": entry["url"].rstrip("/"),
+                    "dir": None,
+                    "files": None,
+                    "headers": entry.get("headers") or {},
+                    "source": "url %s" % entry["url"].rstrip("/"),
+                    "revision": entry.get("revision"),
+                }
+            )
+        else:
+            snap = (snapshots or {}).get(entry["path"]) or {}
+            out.append(
+                {
+                    "path": entry["path"],
+                    "mirror": True,
+                    "url": None,
+                    "dir": snap.get("dest"),
+                    "files": [
+                        {"path": f["path"], "sha256": f["sha256"], "size": f["size"]} for f in snap.get("files") or []
+                    ],
+                    "headers": {},
+                    "source": "hub %s@%s%s"
+                    % (entry["repo"], entry["revision"], " (%s)" % entry["endpoint"] if entry.get("endpoint") else ""),
+                    "revision": entry["revision"],
+                }
+            )
+    for path in seeds or []:
+        if path in elsewhere:
+            continue
+        directory = "%s/%s" % (str(seed_dir).rstrip("/"), path)
+        out.append(
+            {
+                "path": path,
+                "mirror": True,
+                "url": None,
+                "dir": directory,
+                "files": None,
+                "headers": {},
+                "source": "controller %s" % directory,
+                "revision": None,
+            }
+        )
+    return out

@@ -64,11 +64,13 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.capacity import (
 )
 from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.inventory_spec import LABEL_VALUE, problem, truthy
 from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.models import (
+    SOURCES_VARIABLE,
     STORE_PATH_FIX,
     as_int,
     filled,
     memory_utilization,
     store_path_error,
+    weight_source_findings,
 )
 
 # The components of a site with a namespace of their own: each role's <component>_namespace, decided once here
@@ -105,6 +107,7 @@ VARIABLES = (
     "model_registry_seed_dir",
     "model_registry_seed_models",
     "model_registry_preseeded",
+    "model_registry_sources",
     "litellm_enabled",
     "litellm_namespace",
     "litellm_deployment_name",
@@ -161,6 +164,8 @@ SITE = "all"
 # Lists of model paths the model_registry role joins to the store on the GPU nodes and to the seed directory on the
 # controller (the seed copy runs as root).
 STORE_PATH_VARIABLES = ("model_registry_seed_models", "model_registry_preseeded")
+# Where each model's weights come from (plan/models.py weight_source_findings), checked for the site and each GPU host.
+SOURCE_VARIABLES = (SOURCES_VARIABLE,)
 # A GPU host's GPU type (a free name such as H100-80GB) and node group (an operator's pool of nodes): the k3s roles
 # set them as the node labels workloads.GPU_TYPE_LABEL and workloads.NODE_GROUP_LABEL, which a model's placement
 # selects on (no GPU feature discovery needed).
@@ -668,13 +673,25 @@ def model_path_problems(host, lists):
     return out
 
 
+def source_problems(host, sources, seeded):
+    """MODEL_SOURCE errors of one host's model_registry_sources."""
+    return [
+        problem("MODEL_SOURCE", host, SOURCES_VARIABLE, what, fix)
+        for what, fix in weight_source_findings(sources, seeded)
+    ]
+
+
 def store_path_problems(values, gpu_nodes=None):
-    """MODEL_PATH errors of the seed and preseeded model paths, from the site's values and from each GPU host's own
-    (gpu_nodes, where they differ), named with their host."""
+    """MODEL_PATH errors of the seed and preseeded model paths and MODEL_SOURCE errors of the weight sources, from the
+    site's values and from each GPU host's own (gpu_nodes, where they differ), named with their host."""
     out = model_path_problems(SITE, {k: values.get(k) for k in STORE_PATH_VARIABLES})
+    out += source_problems(SITE, values.get(SOURCES_VARIABLE), values.get("model_registry_seed_models") or [])
     for host, hv in sorted((gpu_nodes or {}).items()):
         own = {k: v for k, v in (hv or {}).items() if k in STORE_PATH_VARIABLES and v != values.get(k)}
         out += model_path_problems(host, own)
+        if SOURCES_VARIABLE in (hv or {}) and hv[SOURCES_VARIABLE] != values.get(SOURCES_VARIABLE):
+            seeded = hv.get("model_registry_seed_models", values.get("model_registry_seed_models")) or []
+            out += source_problems(host, hv[SOURCES_VARIABLE], seeded)
     return out
 
 
@@ -1030,6 +1047,9 @@ def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True, cluster_hosts
     problems += placement_plan(models, nodes, capacity, reserve_whole)
     problems += store_path_problems(values, gpu_nodes)
     stored = list(values.get("model_registry_seed_models") or []) + list(values.get("model_registry_preseeded") or [])
+    stored += [
+        s["path"] for s in values.get(SOURCES_VARIABLE) or [] if isinstance(s, dict) and isinstance(s.get("path"), str)
+    ]
     classed = {
         n: dict(c, **{"class": (nodes[n]["class"] or default_class) if enabled else ""}) for n, c in capacity.items()
     }

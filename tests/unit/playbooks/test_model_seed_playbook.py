@@ -15,6 +15,17 @@ from make_test_airgap import make_model
 MODEL = "nvidia/Nemotron-4-35B"
 
 
+def MIRROR_ON_LOOPBACK(tmp_path):  # noqa: N802 - read as a constant's use
+    """A local connection says nothing of the controller's address: the controller's mirror on loopback."""
+    return {
+        "model_registry_mirror_address": "127.0.0.1",
+        "model_registry_mirror_bind": "127.0.0.1",
+        "model_registry_cache_dir": str(tmp_path / "controller-cache"),
+        "model_registry_timeout": 10,
+        "model_registry_transfer_timeout": 120,
+    }
+
+
 def seed(tmp_path, source, store, check=False, required=True, models=(MODEL,), min_free_gib=0):
     inventory = write_inventory(
         tmp_path / "inv",
@@ -37,6 +48,7 @@ def seed(tmp_path, source, store, check=False, required=True, models=(MODEL,), m
             "model_registry_seed_models": list(models),
             "model_registry_expected_models": [MODEL],
             "model_registry_require_models": required,
+            **MIRROR_ON_LOOPBACK(tmp_path),
         },
     )
     playbook = tmp_path / "seed.yml"
@@ -62,6 +74,7 @@ def test_seed_copies_verifies_and_is_idempotent(tmp_path):
     copied = store / MODEL
     for name in ("config.json", "tokenizer.json", "model.safetensors", "SHA256SUMS"):
         assert (copied / name).read_bytes() == (tmp_path / "src" / "models" / MODEL / name).read_bytes()
+    assert (copied / ".aiinfra-weights.json").is_file()
     assert stats(result)["changed"] > 0
     proc, result = seed(tmp_path, tmp_path / "src", store)
     assert proc.returncode == 0 and stats(result)["changed"] == 0, proc.stdout[-3000:]
@@ -70,14 +83,16 @@ def test_seed_copies_verifies_and_is_idempotent(tmp_path):
 
 
 @pytest.mark.slow
-def test_tampered_source_is_refused_before_copying(tmp_path):
+def test_tampered_source_is_refused_and_nothing_is_published(tmp_path):
     make_model(tmp_path / "src", MODEL, tamper=True)
     store = tmp_path / "store"
     proc, _result = seed(tmp_path, tmp_path / "src", store)
     assert proc.returncode != 0
-    assert f"{MODEL} under model_registry_seed_dir" in proc.stdout and "Nothing was copied" in proc.stdout
-    assert "model.safetensors: FAILED" in proc.stdout
+    out = " ".join(proc.stdout.split())
+    assert "gpu-1: model weights not fetched:" in out, out[-3000:]
+    assert "model.safetensors" in out and "sha256" in out
     assert not (store / MODEL).exists()
+    assert not (tmp_path / "controller-cache").exists() or not any((tmp_path / "controller-cache").glob("mirror-*"))
 
 
 @pytest.mark.slow
@@ -144,6 +159,7 @@ def placed_site(tmp_path, source, seeded, required=True):
             "model_registry_seed_dir": str(source / "models"),
             "model_registry_seed_models": list(seeded),
             "model_registry_require_models": required,
+            **MIRROR_ON_LOOPBACK(tmp_path),
             "litellm_enabled": False,
             "vllm_models": [
                 {"served_name": "a", "path": MODEL, "placement": {"gpu_types": ["T1"]}},

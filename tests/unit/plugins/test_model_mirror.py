@@ -56,17 +56,20 @@ def server(tmp_path, model):
     assert not thread.is_alive()
 
 
-def request(port, path, method="GET", headers=None):
+AUTH = {"Authorization": "Bearer " + TOKEN}
+
+
+def request(port, path, method="GET", headers=None, auth=True):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
-        conn.request(method, path, headers=headers or {})
+        conn.request(method, path, headers=dict(AUTH if auth else {}, **(headers or {})))
         resp = conn.getresponse()
         return resp.status, dict(resp.getheaders()), resp.read()
     finally:
         conn.close()
 
 
-BASE = "/%s/org/tiny/" % TOKEN
+BASE = "/org/tiny/"
 
 # name: (path, request headers, status, body or None to skip)
 ANSWERS = {
@@ -83,13 +86,14 @@ ANSWERS = {
         200,
         None,
     ),
-    "a wrong token": ("/%s/org/tiny/config.json" % ("b" * 32), {}, 404, b""),
-    "no token": ("/org/tiny/config.json", {}, 404, b""),
+    "a wrong token": (BASE + "config.json", {"Authorization": "Bearer " + "b" * 32}, 401, b""),
+    "another scheme": (BASE + "config.json", {"Authorization": "Basic " + TOKEN}, 401, b""),
     "leaving the directory": (BASE + "../tiny/config.json", {}, 404, b""),
     "a hidden .cache": (BASE + ".cache/secret", {}, 404, b""),
     "a link": (BASE + "link", {}, 404, b""),
     "a directory": (BASE + "sub", {}, 404, b""),
-    "an unknown model": ("/%s/org/other/config.json" % TOKEN, {}, 404, b""),
+    "an unknown model": ("/org/other/config.json", {}, 404, b""),
+    "the token in the path": ("/%s/org/tiny/config.json" % TOKEN, {}, 404, b""),
 }
 
 
@@ -129,8 +133,8 @@ def test_stops_on_the_stop_file_and_counts(tmp_path, model):
         time.sleep(0.05)
     port = json.loads(port_file.read_text())["port"]
     assert oct(port_file.stat().st_mode & 0o777) == "0o600"
-    request(port, "/%s/m/config.json" % TOKEN)
-    request(port, "/nope")
+    request(port, "/m/config.json")
+    request(port, "/m/config.json", auth=False)
     stop.write_text("")
     thread.join(10)
     assert result["stopped_by"] == "stop_file" and result["requests"] == 2 and result["refused"] == 1
@@ -151,13 +155,13 @@ def test_model_weights_fetches_from_the_mirror_and_resumes(server, tmp_path, mod
         "store": str(store),
         "path": "org/tiny",
         "url": "http://127.0.0.1:%d%s" % (port, BASE.rstrip("/")),
+        "headers": dict(AUTH),
         "verify": "fast",
         "mode": "0644",
         "directory_mode": "0755",
         "timeout": 10,
         "retries": 1,
         "lock_timeout": 10,
-        "headers": {},
     }
     first = converge(dict(params))
     assert not first.get("problems"), first

@@ -23,6 +23,7 @@ REFUSED = [
     "org\\..\\x",
     "org/m\n",
     "org/m\x00",
+    ".staging/org/m",
 ]
 ACCEPTED = ["org/m", "Qwen/Qwen2.5-7B-Instruct", "org/m.v2", "org/..m", "m..", "...", "org/m/", "a/b/c"]
 
@@ -66,3 +67,72 @@ def test_the_memory_share_follows_the_slices_of_a_shared_gpu():
     assert models.memory_utilization({"gpu_memory_utilization": 0.8}, 4) == 0.8
     assert models.gpu_share(1, [1, 2, 4]) == 4
     assert models.gpu_share(2, [1, 2, 4]) == 1
+
+
+SHA = "0123456789abcdef0123456789abcdef01234567"
+URL_SOURCE = {"path": "org/m", "source": "url", "url": "https://mirror.example/models/org/m"}
+HUB_SOURCE = {"path": "Qwen/Qwen2.5-7B-Instruct", "source": "hub", "repo": "Qwen/Qwen2.5-7B-Instruct", "revision": SHA}
+
+# Issue 25: each model_registry_sources entry is checked before any host is touched. name: (sources, seeded, the
+# words every finding of the case holds (one per finding; [] for none)).
+SOURCES = {
+    "a url and a hub source": ([URL_SOURCE, HUB_SOURCE], [], []),
+    "every hub setting": (
+        [dict(HUB_SOURCE, endpoint="http://hub.lab:8090", token="hf_x", include=["*.json"], exclude=["*.bin"])], [], [],
+    ),
+    "not a list": ({"path": "x"}, [], ["not a list"]),
+    "an entry that is no mapping": (["org/m"], [], ["not a mapping"]),
+    "a path leaving the store": ([dict(URL_SOURCE, path="../etc")], [], ["'..' segment"]),
+    "the staging directory": ([dict(URL_SOURCE, path=".staging/x")], [], [".staging"]),
+    "an unknown source": ([dict(URL_SOURCE, source="s3")], [], ["not one of hub, url"]),
+    "a url source without url": ([{"path": "org/m", "source": "url"}], [], ["not an http:// or https:// URL"]),
+    "an ftp url": ([dict(URL_SOURCE, url="ftp://mirror/org/m")], [], ["not an http:// or https:// URL"]),
+    "headers that are no mapping": ([dict(URL_SOURCE, headers=["Authorization: x"])], [], ["headers is not a mapping"]),
+    "a hub setting on a url source": ([dict(URL_SOURCE, repo="org/m")], [], ["a url source does not take"]),
+    "a branch for a revision": ([dict(HUB_SOURCE, revision="main")], [], ["not a commit"]),
+    "a short sha": ([dict(HUB_SOURCE, revision=SHA[:7])], [], ["not a commit"]),
+    "a repo id with no owner": ([dict(HUB_SOURCE, repo="gpt2")], [], ["not a Hub repo id"]),
+    "a bad endpoint": ([dict(HUB_SOURCE, endpoint="hub.lab")], [], ["endpoint is"]),
+    "patterns that are no list": ([dict(HUB_SOURCE, include="*.json")], [], ["not a list of file patterns"]),
+    "one directory twice": ([URL_SOURCE, dict(HUB_SOURCE, path="org/m")], [], ["the same directory as entry 0"]),
+    "also seeded from the controller": ([URL_SOURCE], ["org/m"], ["also in model_registry_seed_models"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(SOURCES))
+def test_weight_sources_are_checked(case):
+    sources, seeded, words = SOURCES[case]
+    found = models.weight_source_findings(sources, seeded)
+    assert len(found) == len(words), found
+    for (text, fix), word in zip(found, words):
+        assert word in text and fix
+
+
+def test_each_node_fetches_only_the_models_it_may_serve_and_from_where():
+    snapshots = {
+        HUB_SOURCE["path"]: {
+            "dest": "/cache/Qwen/x/" + SHA,
+            "files": [{"path": "a", "sha256": "f" * 64, "size": 3, "x": 1}],
+        }
+    }
+    fetches = models.weight_fetches(
+        [dict(URL_SOURCE, url=URL_SOURCE["url"] + "/", headers={"Authorization": "Bearer s"}), HUB_SOURCE],
+        ["seeded/m", "elsewhere/m"],
+        "/srv/models/",
+        snapshots,
+        elsewhere=["elsewhere/m"],
+    )
+    assert [(f["path"], f["mirror"]) for f in fetches] == [
+        ("org/m", False),
+        (HUB_SOURCE["path"], True),
+        ("seeded/m", True),
+    ]
+    url, hub, seed = fetches
+    assert url["url"] == URL_SOURCE["url"] and url["headers"] == {"Authorization": "Bearer s"} and url["files"] is None
+    assert hub["dir"] == "/cache/Qwen/x/" + SHA and hub["files"] == [{"path": "a", "sha256": "f" * 64, "size": 3}]
+    assert hub["source"] == "hub Qwen/Qwen2.5-7B-Instruct@" + SHA and hub["revision"] == SHA
+    assert (
+        seed["dir"] == "/srv/models/seeded/m"
+        and seed["files"] is None
+        and seed["source"] == "controller /srv/models/seeded/m"
+    )

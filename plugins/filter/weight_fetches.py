@@ -1,0 +1,66 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.k3s developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+DOCUMENTATION = r"""
+name: weight_fetches
+short_description: The model directories one GPU node fetches into its store, and from where
+version_added: 0.2.0
+description:
+  - Combines a GPU node's C(model_registry_sources) (C(url) and C(hub) entries), its C(model_registry_seed_models)
+    and the Hub snapshots the controller took into one list of fetches for M(aiinfra.k3s.model_weights), leaving out
+    the directories only models placed on other nodes serve.
+  - A C(url) source is fetched from its mirror by the node; a C(hub) source and a seed directory from the
+    controller's M(aiinfra.k3s.model_mirror).
+options:
+  _input:
+    description: The node's C(model_registry_sources).
+    type: list
+    elements: dict
+    required: true
+  seeds:
+    description: The node's C(model_registry_seed_models).
+    type: list
+    elements: str
+    required: true
+  seed_dir:
+    description: C(model_registry_seed_dir) on the controller.
+    type: str
+    required: true
+  snapshots:
+    description: Model path to the result of M(aiinfra.k3s.hub_snapshot) for it (C(dest), C(files)).
+    type: dict
+    required: true
+  elsewhere:
+    description: Model paths only models placed on other nodes serve.
+    type: list
+    elements: str
+    default: []
+"""
+
+EXAMPLES = r"""
+- name: Work out what this node fetches
+  ansible.builtin.set_fact:
+    fetches: "{{ model_registry_sources | aiinfra.k3s.weight_fetches(model_registry_seed_models, model_registry_seed_dir, {}) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: One entry per model directory, C(path), C(mirror), C(url), C(dir), C(files), C(headers), C(source)
+    and C(revision).
+  type: list
+  elements: dict
+"""
+
+
+def weight_fetches(sources, seeds, seed_dir, snapshots, elsewhere=()):
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.models import weight_fetches as fetches
+
+    return fetches(
+        list(sources or []), list(seeds or []), str(seed_dir or ""), dict(snapshots or {}), list(elsewhere or [])
+    )
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"weight_fetches": weight_fetches}
