@@ -53,10 +53,8 @@ venv: $(BIN)/.installed ## Create the project venv (Python >= 3.12, pinned tools
 
 # Each Python environment is installed from a lock with the sha256 of every file (`pip install --require-hashes`):
 # a release replaced on PyPI under the same version fails to install. Edit the .in file, run this, review the diff.
-locks: venv ## Refresh the hashed Python locks (requirements-dev.txt, the LiteLLM and vLLM locks) from their .in files
+locks: venv ## Refresh the hashed Python locks (requirements-dev.txt, the LiteLLM, olah and vLLM locks) from their .in files
 	$(BIN)/python -m lab.pins.locks compile
-	CUSTOM_COMPILE_COMMAND="make locks" $(BIN)/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras \
-	  --no-emit-index-url --no-emit-find-links --rebuild --output-file tests/weights/requirements-olah.txt tests/weights/requirements-olah.in
 
 links: ## Point the collections path at this working tree
 	@mkdir -p "$(dir $(LINK))" "$(ANSIBLE_HOME)"
@@ -136,11 +134,12 @@ $(CRD_DEPS): tests/crd/package.json tests/crd/package-lock.json
 	npm ci --prefix tests/crd --no-audit --no-fund --loglevel=error
 	@touch "$@"
 
-test-tools: ## Install the test tools that come from Debian (npm for CRD schemas, promtool for rules, Redis for the gateway, jq for the klipper-helm stand-in's tests, nginx as the model weights' HTTP mirror) if missing
+test-tools: ## Install the test tools that come from Debian (npm for CRD schemas, promtool for rules, Redis for the gateway, jq for the klipper-helm stand-in's tests, nginx as the model weights' HTTP mirror, git-lfs for the Hub test repos) if missing
 	@missing=""; command -v npm >/dev/null || missing="$$missing nodejs npm"; \
 	command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	command -v jq >/dev/null || missing="$$missing jq"; \
+	command -v git-lfs >/dev/null || missing="$$missing git-lfs"; \
 	PATH="$$PATH:/usr/sbin" command -v nginx >/dev/null || missing="$$missing nginx"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \

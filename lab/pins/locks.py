@@ -37,6 +37,7 @@ from lab import ROOT
 COMPILED = {
     "dev": ROOT / "requirements-dev.in",
     "litellm": ROOT / "tests" / "gateway" / "requirements-litellm.in",
+    "olah": ROOT / "tests" / "weights" / "requirements-olah.in",
 }
 VLLM_INPUT = ROOT / "tests" / "runtime" / "requirements-vllm.in"
 LOCKS = {name: path.with_suffix(".txt") for name, path in dict(COMPILED, vllm=VLLM_INPUT).items()}

@@ -46,8 +46,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: One entry per model directory, C(path), C(mirror), C(url), C(dir), C(files), C(headers), C(source)
-    and C(revision).
+  description: One entry per model directory, C(path), C(mirror), C(url), C(dir), C(files), C(source) and
+    C(revision) (a source's C(headers) are left out, they may hold credentials).
   type: list
   elements: dict
 """

@@ -360,7 +360,8 @@ def weight_fetches(sources, seeds, seed_dir, snapshots, elsewhere=()):
     sources: its model_registry_sources; seeds: model_registry_seed_models (directories below seed_dir on the
     controller); snapshots: hub_snapshot's results for the hub sources ({path: {dest, files}}). Each entry:
     {path, mirror (fetched from the controller's model_mirror, else from url), url, dir (served by the mirror),
-    files (the Hub's list with sha256 and size; None: the source's SHA256SUMS), headers, source (recorded), revision}.
+    files (the Hub's list with sha256 and size; None: the source's SHA256SUMS), source (recorded), revision}. A
+    source's headers (credentials) are left out: the entries are shown as loop items.
     """
     out = []
     for entry in sources or []:
@@ -374,7 +375,6 @@ def weight_fetches(sources, seeds, seed_dir, snapshots, elsewhere=()):
                     "url": entry["url"].rstrip("/"),
                     "dir": None,
                     "files": None,
-                    "headers": entry.get("headers") or {},
                     "source": "url %s" % entry["url"].rstrip("/"),
                     "revision": entry.get("revision"),
                 }
@@ -407,7 +407,6 @@ def weight_fetches(sources, seeds, seed_dir, snapshots, elsewhere=()):
                 "url": None,
                 "dir": directory,
                 "files": None,
-                "headers": {},
                 "source": "controller %s" % directory,
                 "revision": None,
             }

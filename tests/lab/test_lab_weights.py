@@ -1,0 +1,176 @@
+"""Model weights on the lab's real GPU nodes (podman, SSH): a seed directory handed out by the controller's
+model_mirror and a model on an HTTP mirror (nginx from Debian on this machine's lab address) reach both GPU nodes'
+stores through model_weights, verified, and a re-run reads nothing. Issue 25. Runs against `make lab`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lab.live import cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = dict(os.environ, CONTAINERS_CONF=str(ROOT / "lab" / "nodes" / "containers.conf"))
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+STORE = "/data/model-registry-weights-test"
+SEEDED = "lab-test/seeded-model"
+MIRRORED = "lab-test/mirrored-model"
+BIG = 48 * 1024 * 1024
+
+pytestmark = pytest.mark.skipif(
+    not (ROOT / "inventories" / "lab" / "hosts.yml").exists() and os.environ.get("LAB_LIVE_REQUIRED") != "1",
+    reason="no lab (make lab)",
+)
+
+
+def gpu_nodes() -> list[str]:
+    return [
+        n["name"] for n in cluster.inventory_nodes(cluster.read_inventory(ROOT / "inventories" / "lab")) if n["gpu"]
+    ]
+
+
+def lab_address() -> str:
+    """This machine's address on the lab network (the nodes' default gateway), where the test's mirror listens."""
+    route = subprocess.run(["podman", "exec", gpu_nodes()[0], "ip", "-4", "route", "show", "default"], env=ENV,
+                           capture_output=True, text=True, timeout=30, check=True).stdout.split()  # fmt: skip
+    return route[route.index("via") + 1]
+
+
+def make_model(directory: Path, big: int) -> Path:
+    directory.mkdir(parents=True)
+    (directory / "config.json").write_text('{"architectures": ["aiinfra.k3s lab test artifact, not a model"]}\n')
+    (directory / "tokenizer").mkdir()
+    (directory / "tokenizer" / "tokenizer.json").write_text('{"version": "test"}\n')
+    with open(directory / "model.safetensors", "wb") as out:
+        for _ in range(big // (1 << 20)):
+            out.write(os.urandom(1 << 20))
+    lines = []
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        lines.append("%s  %s" % (hashlib.sha256(path.read_bytes()).hexdigest(), path.relative_to(directory)))
+    (directory / "SHA256SUMS").write_text("\n".join(lines) + "\n")
+    return directory
+
+
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory):
+    """nginx on this machine's lab address serving a model directory (stopped after the module's tests)."""
+    root = tmp_path_factory.mktemp("weights")
+    make_model(root / "seed" / SEEDED, BIG)
+    make_model(root / "www" / MIRRORED, BIG)
+    address = lab_address()
+    conf = root / "nginx.conf"
+    conf.write_text(
+        # user root: pytest's temporary directories are the user's own (0700), and the lab runs as root.
+        f"""daemon off; user root; worker_processes 1; pid {root}/nginx.pid; error_log {root}/error.log;
+events {{ worker_connections 64; }}
+http {{ access_log {root}/access.log; client_body_temp_path {root}; proxy_temp_path {root};
+  fastcgi_temp_path {root}; uwsgi_temp_path {root}; scgi_temp_path {root};
+  server {{ listen {address}:18097; root {root}/www; }} }}
+"""
+    )
+    proc = subprocess.Popen([NGINX, "-c", str(conf), "-p", str(root)], start_new_session=True)
+    time.sleep(1)
+    assert proc.poll() is None, (root / "error.log").read_text()
+    yield {"root": root, "url": f"http://{address}:18097/{MIRRORED}"}
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(10)
+    for node in gpu_nodes():
+        subprocess.run(["podman", "exec", node, "rm", "-rf", STORE], env=ENV, timeout=120, check=False)
+
+
+def converge(mirror: dict, tmp: Path, *extra: str) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    """The model_registry role on the lab's GPU nodes with a seed directory and a URL source; the model_weights
+    results of every node."""
+    variables = {
+        "model_registry_path": STORE,
+        "model_registry_seed_dir": str(mirror["root"] / "seed"),
+        "model_registry_seed_models": [SEEDED],
+        "model_registry_sources": [{"path": MIRRORED, "source": "url", "url": mirror["url"], "revision": "lab-1"}],
+        "model_registry_expected_models": [SEEDED, MIRRORED],
+        "model_registry_require_models": True,
+        "model_registry_cache_dir": str(tmp / "controller-cache"),
+        "model_registry_timeout": 30,
+        "model_registry_transfer_timeout": 600,
+    }
+    (tmp / "vars.yml").write_text(yaml.safe_dump(variables))
+    playbook = tmp / "weights.yml"
+    playbook.write_text(yaml.safe_dump([
+        {"import_playbook": str(ROOT / "playbooks" / "groups.yml")},
+        {"hosts": "__aiinfra_gpu", "become": True, "gather_facts": False, "roles": [{"role": "aiinfra.k3s.model_registry"}]},
+    ]))  # fmt: skip
+    proc = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "ansible-playbook"), str(playbook), "-i", str(ROOT / "inventories" / "lab"),
+         "-e", "@" + str(tmp / "vars.yml"), *extra],
+        capture_output=True, text=True, timeout=900, check=False,
+        env=dict(ENV, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"),
+    )  # fmt: skip
+    fetched = []
+    try:
+        plays = json.loads(proc.stdout)["plays"]
+    except ValueError:
+        return proc, fetched
+    for play in plays:
+        for task in play["tasks"]:
+            if "Fetch the model weights into the store" in task["task"]["name"]:
+                for host, result in task["hosts"].items():
+                    fetched += [dict(r, host=host) for r in result.get("results", [])]
+    return proc, fetched
+
+
+def recap(proc: subprocess.CompletedProcess) -> dict:
+    return json.loads(proc.stdout)["stats"]
+
+
+def test_weights_reach_every_gpu_node_verified_and_a_rerun_reads_nothing(mirror, tmp_path):
+    proc, fetched = converge(mirror, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    nodes = gpu_nodes()
+    assert sorted((r["host"], r["item"]["path"]) for r in fetched) == sorted(
+        (n, p) for n in nodes for p in (SEEDED, MIRRORED)
+    )
+    assert all(r["changed"] and r["bytes_fetched"] >= BIG and r["swapped"] == "new" for r in fetched), fetched
+    for node in nodes:
+        for path in (SEEDED, MIRRORED):
+            check = subprocess.run(["podman", "exec", "-w", f"{STORE}/{path}", node, "sha256sum", "--check", "--strict",
+                                    "--quiet", "SHA256SUMS"], env=ENV, capture_output=True, text=True, timeout=120)  # fmt: skip
+            assert check.returncode == 0, (node, path, check.stdout, check.stderr)
+        staged = subprocess.run(["podman", "exec", node, "find", f"{STORE}/.staging", "-type", "f", "-not", "-name", ".lock"],
+                                env=ENV, capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert staged.stdout.strip() == "", staged.stdout
+    # The seed directory left the controller only through the mirror, which is gone again.
+    assert not list((tmp_path / "controller-cache").glob("mirror-*"))
+    # Each node fetched the URL model from nginx itself: one full GET of the big file per node.
+    log = (mirror["root"] / "access.log").read_text()
+    assert log.count(f"GET /{MIRRORED}/model.safetensors") == len(nodes)
+
+    proc, fetched = converge(mirror, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert all(s["changed"] == 0 for s in recap(proc).values()), recap(proc)
+    assert all(not r["changed"] and r["bytes_fetched"] == 0 and r["hashed"] == [] for r in fetched), fetched
+
+
+def test_a_file_damaged_on_a_node_is_fetched_again_only_with_full_verify(mirror, tmp_path):
+    node = gpu_nodes()[0]
+    target = f"{STORE}/{SEEDED}/model.safetensors"
+    # Same size, other bytes, mtime kept: what a disk error would leave.
+    subprocess.run(["podman", "exec", node, "python3", "-c",
+                    "import os,sys; p=sys.argv[1]; s=os.stat(p); f=open(p,'r+b'); f.seek(4096); f.write(b'X'*16); f.close();"
+                    " os.utime(p, ns=(s.st_atime_ns, s.st_mtime_ns))", target], env=ENV, timeout=60, check=True)  # fmt: skip
+    proc, fetched = converge(mirror, tmp_path)
+    assert proc.returncode == 0 and not any(r["changed"] for r in fetched)  # fast: sizes and mtimes only
+    proc, fetched = converge(mirror, tmp_path, "-e", "model_registry_verify=full")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    again = [r for r in fetched if r["changed"]]
+    assert [(r["host"], r["item"]["path"], [f["path"] for f in r["fetched"]]) for r in again] == [
+        (node, SEEDED, ["model.safetensors"])
+    ]
+    assert again[0]["swapped"] in ("exchange", "fallback")
