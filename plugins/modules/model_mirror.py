@@ -12,10 +12,11 @@ description:
     the GPU nodes to fetch (resumably, each file verified against its sha256 there), until O(stop_file) appears or
     O(lifetime) seconds have passed. Run it with C(async) and C(poll=0), then create O(stop_file) once the nodes are
     done.
-  - Every request must carry the secret O(token) as C(Authorization: Bearer <token>) (answered 401 otherwise), so the
-    secret never appears in a URL. A path naming no served file, a hidden C(.cache) or C(.staging) segment, a link or
-    a path leaving its directory is answered 404. Only GET and HEAD; single byte ranges are answered 206 (C(If-Range)
-    on the C(ETag) or C(Last-Modified) it sends), so a cut fetch resumes. No access log.
+  - Every request must carry the secret O(token) as a bearer token in its C(Authorization) header (answered 401
+    otherwise), so the secret never appears in a URL. A path naming no served file, a hidden C(.cache) or
+    C(.staging) segment, a link or a path leaving its directory is answered 404. Only GET and HEAD; single byte
+    ranges are answered 206 (C(If-Range) on the C(ETag) or C(Last-Modified) it sends), so a cut fetch resumes. No
+    access log.
   - The collection runs it on the controller to hand the GPU nodes a Hub snapshot or a seed directory. Standard
     library only; the logic is in module_utils C(node/model_mirror.py).
 author:

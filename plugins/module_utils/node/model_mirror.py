@@ -36,8 +36,8 @@ def etag(st):
 
 def authorized(header, token):
     """Whether an Authorization header carries the token (compared in constant time)."""
-    scheme, _sep, value = (header or "").strip().partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), token.encode())
+    scheme, sep, value = (header or "").strip().partition(" ")
+    return bool(sep) and scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), token.encode())
 
 
 def resolve(directories, url_path):

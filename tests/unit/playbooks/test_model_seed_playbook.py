@@ -15,7 +15,7 @@ from make_test_airgap import make_model
 MODEL = "nvidia/Nemotron-4-35B"
 
 
-def MIRROR_ON_LOOPBACK(tmp_path):  # noqa: N802 - read as a constant's use
+def mirror_on_loopback(tmp_path):
     """A local connection says nothing of the controller's address: the controller's mirror on loopback."""
     return {
         "model_registry_mirror_address": "127.0.0.1",
@@ -48,7 +48,7 @@ def seed(tmp_path, source, store, check=False, required=True, models=(MODEL,), m
             "model_registry_seed_models": list(models),
             "model_registry_expected_models": [MODEL],
             "model_registry_require_models": required,
-            **MIRROR_ON_LOOPBACK(tmp_path),
+            **mirror_on_loopback(tmp_path),
         },
     )
     playbook = tmp_path / "seed.yml"
@@ -159,7 +159,7 @@ def placed_site(tmp_path, source, seeded, required=True):
             "model_registry_seed_dir": str(source / "models"),
             "model_registry_seed_models": list(seeded),
             "model_registry_require_models": required,
-            **MIRROR_ON_LOOPBACK(tmp_path),
+            **mirror_on_loopback(tmp_path),
             "litellm_enabled": False,
             "vllm_models": [
                 {"served_name": "a", "path": MODEL, "placement": {"gpu_types": ["T1"]}},

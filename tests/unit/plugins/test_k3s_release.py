@@ -182,8 +182,8 @@ def test_module_keeps_the_record_outside_check_mode(tmp_path):
     make_bundle(tmp_path)
     record = tmp_path / "cache" / "verified-files.json"
     args = {"path": str(tmp_path), "require_images": True, "record": str(record)}
-    rc, _ = run_module("aiinfra.k3s.k3s_release_info", args, check=True)
-    assert rc == 0 and not record.exists()
+    rc, checked = run_module("aiinfra.k3s.k3s_release_info", args, check=True)
+    assert rc == 0 and checked["changed"] is False and not record.exists()
     rc, result = run_module("aiinfra.k3s.k3s_release_info", args)
     assert rc == 0 and result["changed"] is False and record.exists()
     assert oct(record.stat().st_mode & 0o777) == "0o600"

@@ -21,6 +21,18 @@ def deployment(name="litellm", generation=2, observed=2, replicas=2, updated=2, 
     }
 
 
+ONE_REPLICA = {
+    "kind": "Deployment",
+    "metadata": {"generation": 1},
+    "spec": {},
+    "status": {"observedGeneration": 1, "updatedReplicas": 1, "availableReplicas": 1, "replicas": 1},
+}
+READY_STATEFULSET = {
+    "kind": "StatefulSet",
+    "metadata": {"generation": 1},
+    "spec": {"replicas": 1},
+    "status": {"observedGeneration": 1, "updatedReplicas": 1, "readyReplicas": 1, "replicas": 1},
+}
 # name: (object, rolled out?)
 ROLLOUTS = {
     "every replica updated and available": (deployment(), True),
@@ -28,11 +40,9 @@ ROLLOUTS = {
     "one replica of the new revision missing": (deployment(updated=1), False),
     "an old replica still terminating": (deployment(total=3), False),
     "not available yet": (deployment(available=1), False),
-    "replicas default to one": ({"kind": "Deployment", "metadata": {"generation": 1}, "spec": {}, "status": {
-        "observedGeneration": 1, "updatedReplicas": 1, "availableReplicas": 1, "replicas": 1}}, True),
-    "a StatefulSet counts ready replicas": ({"kind": "StatefulSet", "metadata": {"generation": 1}, "spec": {"replicas": 1},
-        "status": {"observedGeneration": 1, "updatedReplicas": 1, "readyReplicas": 1, "replicas": 1}}, True),
-}  # fmt: skip
+    "replicas default to one": (ONE_REPLICA, True),
+    "a StatefulSet counts ready replicas": (READY_STATEFULSET, True),
+}
 
 
 @pytest.mark.parametrize("case", sorted(ROLLOUTS))
