@@ -71,7 +71,7 @@ def gib(n: int) -> str:
 def report(stage: str) -> None:
     usage = shutil.disk_usage(ROOT)
     parts = []
-    for name in ("vllm-venv", "litellm-venv", "node", "kube", "go-build", "go-mod"):
+    for name in ("vllm-venv", "litellm-venv", "olah-venv", "node", "kube", "go-build", "go-mod"):
         path = location(name)
         if path is not None and path.exists():
             parts.append("%s %s" % (name, gib(size(path))))
