@@ -247,7 +247,7 @@ def main():
         podman("exec", nodes[0], "rm", "-rf", "/data/bench-dd")
         rows.append(("physical limit (1 node: dd read+write, fsync)", limit, None))
 
-        elapsed, _ = run_playbook(COPY_PLAYS, {"seed": str(seed_dir / MODEL), "store": STORES["copy"]}, work, "copy")
+        elapsed = run_playbook(COPY_PLAYS, {"seed": str(seed_dir / MODEL), "store": STORES["copy"]}, work, "copy")[0]
         rows.append(("today: verify + ansible.builtin.copy + verify", elapsed, None))
         elapsed2, changed = run_playbook(
             COPY_PLAYS, {"seed": str(seed_dir / MODEL), "store": STORES["copy"]}, work, "copy-again"
@@ -257,7 +257,7 @@ def main():
             podman("exec", node, "rm", "-rf", STORES["copy"], check=False)
 
         mirror_vars = role_vars(STORES["mirror"], work, seeds=[MODEL], seed_dir=str(seed_dir))
-        elapsed, _ = run_playbook(role_plays(), mirror_vars, work, "mirror")
+        elapsed = run_playbook(role_plays(), mirror_vars, work, "mirror")[0]
         rows.append(("new: controller's model_mirror -> model_weights", elapsed, None))
         again, changed = run_playbook(role_plays(), mirror_vars, work, "mirror-again")
         rows.append(("new: re-run with the model on every node", again, changed))
@@ -273,7 +273,7 @@ def main():
                 work,
                 sources=[{"path": MODEL, "source": "url", "url": "http://%s:18098/%s" % (address, MODEL)}],
             )
-            elapsed, _ = run_playbook(role_plays(), url_vars, work, "url")
+            elapsed = run_playbook(role_plays(), url_vars, work, "url")[0]
             rows.append(("new: URL mirror (nginx), each node fetches itself", elapsed, None))
         finally:
             stop(server)

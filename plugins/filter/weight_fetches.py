@@ -12,6 +12,8 @@ description:
     the directories only models placed on other nodes serve.
   - A C(url) source is fetched from its mirror by the node; a C(hub) source and a seed directory from the
     controller's M(aiinfra.k3s.model_mirror).
+  - A seed directory's file list comes from its C(SHA256SUMS) with each file's size, read here on the controller, so
+    a node can tell that it holds the model without the mirror.
 options:
   _input:
     description: The node's C(model_registry_sources).
@@ -53,11 +55,39 @@ _value:
 """
 
 
+import os
+import re
+
+SUMS_LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")
+
+
+def seed_files(seed_dir, path):
+    """The file list of a seed directory on the controller (this filter runs there): each SHA256SUMS entry with the
+    file's size, so a node can tell without the controller's mirror that it holds the model. None when the list
+    cannot be read whole (the node then reads SHA256SUMS through the mirror, which reports the problem)."""
+    directory = os.path.join(seed_dir, path)
+    try:
+        with open(os.path.join(directory, "SHA256SUMS"), encoding="utf-8") as handle:
+            lines = [line.rstrip("\n") for line in handle if line.strip()]
+        files = []
+        for line in lines:
+            match = SUMS_LINE.match(line)
+            if not match:
+                return None
+            size = os.stat(os.path.join(directory, match.group(2))).st_size
+            files.append({"path": match.group(2), "sha256": match.group(1).lower(), "size": size})
+        return files
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def weight_fetches(sources, seeds, seed_dir, snapshots, elsewhere=()):
     from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.models import weight_fetches as fetches
 
+    seeds = list(seeds or [])
+    listed = {p: seed_files(str(seed_dir), p) for p in seeds} if seed_dir else {}
     return fetches(
-        list(sources or []), list(seeds or []), str(seed_dir or ""), dict(snapshots or {}), list(elsewhere or [])
+        list(sources or []), seeds, str(seed_dir or ""), dict(snapshots or {}), list(elsewhere or []), listed
     )
 
 

@@ -353,12 +353,13 @@ def weight_source_findings(sources, seeded=()):
     return out
 
 
-def weight_fetches(sources, seeds, seed_dir, snapshots, elsewhere=()):
+def weight_fetches(sources, seeds, seed_dir, snapshots, elsewhere=(), seed_lists=None):
     """What one GPU node fetches into its store, in the order given: one entry per model directory the plan may place
     there (paths in `elsewhere` only models placed on other nodes serve, and are left out).
 
     sources: its model_registry_sources; seeds: model_registry_seed_models (directories below seed_dir on the
-    controller); snapshots: hub_snapshot's results for the hub sources ({path: {dest, files}}). Each entry:
+    controller); snapshots: hub_snapshot's results for the hub sources ({path: {dest, files}}); seed_lists: the file
+    list of each seed directory as read on the controller ({path: [{path, sha256, size}] or None}). Each entry:
     {path, mirror (fetched from the controller's model_mirror, else from url), url, dir (served by the mirror),
     files (the Hub's list with sha256 and size; None: the source's SHA256SUMS), source (recorded), revision}. A
     source's headers (credentials) are left out: the entries are shown as loop items.
@@ -406,7 +407,7 @@ def weight_fetches(sources, seeds, seed_dir, snapshots, elsewhere=()):
                 "mirror": True,
                 "url": None,
                 "dir": directory,
-                "files": None,
+                "files": (seed_lists or {}).get(path),
                 "source": "controller %s" % directory,
                 "revision": None,
             }

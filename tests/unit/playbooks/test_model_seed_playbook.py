@@ -62,6 +62,15 @@ def stats(result):
     return result["stats"]["gpu-1"]
 
 
+def task_result(result, name):
+    """gpu-1's result of the task whose name holds `name` (the JSON callback's)."""
+    for play in result["plays"]:
+        for task in play["tasks"]:
+            if name in task["task"]["name"]:
+                return task["hosts"]["gpu-1"]
+    raise AssertionError("no task %r ran" % name)
+
+
 @pytest.mark.slow
 def test_seed_copies_verifies_and_is_idempotent(tmp_path):
     make_model(tmp_path / "src", MODEL)
@@ -76,8 +85,11 @@ def test_seed_copies_verifies_and_is_idempotent(tmp_path):
         assert (copied / name).read_bytes() == (tmp_path / "src" / "models" / MODEL / name).read_bytes()
     assert (copied / ".aiinfra-weights.json").is_file()
     assert stats(result)["changed"] > 0
+    assert task_result(result, "Serve the controller's models").get("skipped") is not True
     proc, result = seed(tmp_path, tmp_path / "src", store)
     assert proc.returncode == 0 and stats(result)["changed"] == 0, proc.stdout[-3000:]
+    # The store is complete: the node says so from its manifest, and no mirror is started.
+    assert task_result(result, "Serve the controller's models").get("skipped") is True
     proc, result = seed(tmp_path, tmp_path / "src", store, check=True)
     assert proc.returncode == 0 and stats(result)["changed"] == 0
 

@@ -137,3 +137,21 @@ def test_each_node_fetches_only_the_models_it_may_serve_and_from_where():
         and seed["files"] is None
         and seed["source"] == "controller /srv/models/seeded/m"
     )
+
+
+def test_a_seed_directorys_list_is_read_on_the_controller_with_sizes(tmp_path):
+    from ansible_collections.aiinfra.k3s.plugins.filter.weight_fetches import weight_fetches
+
+    model = tmp_path / "org" / "m"
+    (model / "sub").mkdir(parents=True)
+    (model / "a.bin").write_bytes(b"abc")
+    (model / "sub" / "b.json").write_text("{}\n")
+    (model / "SHA256SUMS").write_text("%s  a.bin\n%s *sub/b.json\n" % ("A" * 64, "b" * 64))
+    (tmp_path / "bad" / "m").mkdir(parents=True)
+    (tmp_path / "bad" / "m" / "SHA256SUMS").write_text("not a line\n")
+    fetches = weight_fetches([], ["org/m", "bad/m", "missing/m"], str(tmp_path), {})
+    assert [f["files"] for f in fetches] == [
+        [{"path": "a.bin", "sha256": "a" * 64, "size": 3}, {"path": "sub/b.json", "sha256": "b" * 64, "size": 3}],
+        None,
+        None,
+    ]
