@@ -55,6 +55,9 @@ STORES = {
 SMALL = 8 << 20
 
 
+WAYS = ("limit", "copy", "mirror", "url", "resume")
+
+
 def gpu_nodes():
     return [
         n["name"] for n in cluster.inventory_nodes(cluster.read_inventory(ROOT / "inventories" / "lab")) if n["gpu"]
@@ -196,155 +199,184 @@ def stop(proc):
     proc.wait(10)
 
 
+def physical_limit(node, total):
+    """Seconds one node takes to read and write `total` bytes sequentially (dd, 16 MiB blocks, fsync at the end)."""
+    podman("exec", node, "mkdir", "-p", "/data/bench-dd")
+    podman(
+        "exec",
+        node,
+        "dd",
+        "if=/dev/urandom",
+        "of=/data/bench-dd/src",
+        "bs=16M",
+        "count=%d" % (total >> 24),
+        "status=none",
+    )
+    t0 = time.monotonic()
+    podman("exec", node, "dd", "if=/data/bench-dd/src", "of=/data/bench-dd/dst", "bs=16M", "conv=fsync", "status=none")
+    seconds = time.monotonic() - t0
+    podman("exec", node, "rm", "-rf", "/data/bench-dd")
+    return seconds
+
+
+def clear(nodes, store):
+    for node in nodes:
+        podman("exec", node, "rm", "-rf", store, check=False)
+
+
+def copy_path(nodes, seed, work, rows):
+    """Today's path (seed.yml up to 0.1.0), then its re-run."""
+    variables = {"seed": str(seed), "store": STORES["copy"]}
+    rows.append(
+        ("today: verify + ansible.builtin.copy + verify", run_playbook(COPY_PLAYS, variables, work, "copy")[0], None)
+    )
+    rows.append(("today: re-run (every file hashed again)", *run_playbook(COPY_PLAYS, variables, work, "copy-again")))
+    clear(nodes, STORES["copy"])
+
+
+def mirror_path(nodes, seed_dir, work, rows):
+    """Seeds through the controller's model_mirror; the re-run; the same run without models."""
+    variables = role_vars(STORES["mirror"], work, seeds=[MODEL], seed_dir=str(seed_dir))
+    rows.append(
+        (
+            "new: controller's model_mirror -> model_weights",
+            run_playbook(role_plays(), variables, work, "mirror")[0],
+            None,
+        )
+    )
+    rows.append(
+        ("new: re-run with the model on every node", *run_playbook(role_plays(), variables, work, "mirror-again"))
+    )
+    rows.append(
+        (
+            "new: the same run without models",
+            *run_playbook(role_plays(), role_vars(STORES["mirror"], work), work, "none"),
+        )
+    )
+    clear(nodes, STORES["mirror"])
+
+
+def url_path(nodes, address, work, rows):
+    server = nginx(work, address, 18098)
+    try:
+        source = {"path": MODEL, "source": "url", "url": "http://%s:18098/%s" % (address, MODEL)}
+        variables = role_vars(STORES["url"], work, sources=[source])
+        rows.append(
+            (
+                "new: URL mirror (nginx), each node fetches itself",
+                run_playbook(role_plays(), variables, work, "url")[0],
+                None,
+            )
+        )
+    finally:
+        stop(server)
+    clear(nodes, STORES["url"])
+
+
+def resume(node, address, seed_dir, work):
+    """The URL fetch of the big file cut halfway (nginx at a limited rate; the run killed, and the module writing the
+    part on the node, as a crash would), then run again: the bytes nginx sent for the big file, in both runs."""
+    log = work / "access.log"
+    if log.exists():
+        log.unlink()
+    big = (seed_dir / MODEL / "model-00001.safetensors").stat().st_size
+    server = nginx(work, address, 18098, rate="%dk" % max(1024, big // 1024 // 20))  # about 20 s for the big file
+    try:
+        source = {"path": MODEL, "source": "url", "url": "http://%s:18098/%s" % (address, MODEL)}
+        variables = dict(role_vars(STORES["resume"], work, sources=[source]), model_registry_timeout=30)
+        (work / "resume.yml").write_text(yaml.safe_dump(role_plays()))
+        (work / "resume-vars.yml").write_text(yaml.safe_dump(variables))
+        cmd = [
+            PLAYBOOK,
+            str(work / "resume.yml"),
+            "-i",
+            INVENTORY,
+            "-e",
+            "@" + str(work / "resume-vars.yml"),
+            "--limit",
+            node,
+        ]
+        first = subprocess.Popen(
+            cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
+        part = "%s/.staging/%s/model-00001.safetensors.aiinfra-part" % (STORES["resume"], MODEL)
+        deadline, size = time.monotonic() + 300, 0
+        while time.monotonic() < deadline and size < big // 2:
+            time.sleep(0.5)
+            out = podman("exec", node, "stat", "-c", "%s", part, check=False).stdout.strip()
+            size = int(out) if out.isdigit() else 0
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(30)
+        podman("exec", node, "python3", "-c", KILL_WRITER, part, check=False)
+        time.sleep(2)
+        kept = podman("exec", node, "stat", "-c", "%s", part, check=False).stdout.strip()
+        t0 = time.monotonic()
+        proc = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=1800, check=False)
+        seconds = time.monotonic() - t0
+        if proc.returncode != 0:
+            sys.stderr.write(proc.stdout[-4000:])
+            raise SystemExit("the resumed run failed")
+    finally:
+        stop(server)
+        clear([node], STORES["resume"])
+    sent = [int(line.split()[-1]) for line in log.read_text().splitlines() if "model-00001" in line]
+    resent = sum(sent) - big
+    print(
+        "[bench] resume on %s: big file %d bytes; part kept after the kill %s bytes; nginx sent %s for it; sent twice"
+        " %d bytes (%.2f %% of the file); the resumed run took %.1f s"
+        % (node, big, kept, sent, resent, 100.0 * resent / big, seconds)
+    )
+
+
+def table(rows, limit, n, gb):
+    print("\n%-52s %9s %9s %s" % ("way in (N=%d GPU nodes, %.2f GB)" % (n, gb), "wall s", "x limit", "changed"))
+    for name, seconds, changed in rows:
+        ratio = "%9.2f" % (seconds / limit) if limit else "%9s" % "-"
+        print("%-52s %9.1f %s %s" % (name, seconds, ratio, "" if changed is None else changed), flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-gb", type=float, default=4.0)
     parser.add_argument("--keep", action="store_true", help="leave the stores on the nodes")
+    parser.add_argument("--ways", default=",".join(WAYS), help="comma-separated subset of %s" % ",".join(WAYS))
     args = parser.parse_args()
+    ways = set(args.ways.split(","))
     nodes = gpu_nodes()
     if not nodes:
         raise SystemExit("no lab GPU nodes: make lab first")
     route = podman("exec", nodes[0], "ip", "-4", "route", "show", "default").stdout.split()
     address = route[route.index("via") + 1]
     work = Path(tempfile.mkdtemp(prefix="aiinfra-bench-weights-"))
-    rows = []
+    rows, limit, total = [], None, 0
     try:
         seed_dir = work / "seed"
         total = make_model(seed_dir / MODEL, int(args.size_gb * (1 << 30)))
-        www = work / "www"
-        (www / "bench").mkdir(parents=True)
-        os.symlink(seed_dir / MODEL, www / MODEL)
+        (work / "www" / "bench").mkdir(parents=True)
+        os.symlink(seed_dir / MODEL, work / "www" / MODEL)
         gb = total / 1e9
         print(
             "[bench] model: %.2f GB (%d files), N=%d GPU nodes %s"
             % (gb, len(os.listdir(seed_dir / MODEL)), len(nodes), nodes)
         )
-
-        # Physical limit: one node reads and writes the same bytes sequentially (page cache dropped by fsync only).
-        podman("exec", nodes[0], "mkdir", "-p", "/data/bench-dd")
-        podman(
-            "exec",
-            nodes[0],
-            "dd",
-            "if=/dev/urandom",
-            "of=/data/bench-dd/src",
-            "bs=16M",
-            "count=%d" % (total >> 24),
-            "status=none",
-        )
-        t0 = time.monotonic()
-        podman(
-            "exec",
-            nodes[0],
-            "dd",
-            "if=/data/bench-dd/src",
-            "of=/data/bench-dd/dst",
-            "bs=16M",
-            "conv=fsync",
-            "status=none",
-        )
-        limit = time.monotonic() - t0
-        podman("exec", nodes[0], "rm", "-rf", "/data/bench-dd")
-        rows.append(("physical limit (1 node: dd read+write, fsync)", limit, None))
-
-        elapsed = run_playbook(COPY_PLAYS, {"seed": str(seed_dir / MODEL), "store": STORES["copy"]}, work, "copy")[0]
-        rows.append(("today: verify + ansible.builtin.copy + verify", elapsed, None))
-        elapsed2, changed = run_playbook(
-            COPY_PLAYS, {"seed": str(seed_dir / MODEL), "store": STORES["copy"]}, work, "copy-again"
-        )
-        rows.append(("today: re-run (every file hashed again)", elapsed2, changed))
-        for node in nodes:
-            podman("exec", node, "rm", "-rf", STORES["copy"], check=False)
-
-        mirror_vars = role_vars(STORES["mirror"], work, seeds=[MODEL], seed_dir=str(seed_dir))
-        elapsed = run_playbook(role_plays(), mirror_vars, work, "mirror")[0]
-        rows.append(("new: controller's model_mirror -> model_weights", elapsed, None))
-        again, changed = run_playbook(role_plays(), mirror_vars, work, "mirror-again")
-        rows.append(("new: re-run with the model on every node", again, changed))
-        empty, changed0 = run_playbook(role_plays(), role_vars(STORES["mirror"], work), work, "no-models")
-        rows.append(("new: the same run without models", empty, changed0))
-        for node in nodes:
-            podman("exec", node, "rm", "-rf", STORES["mirror"], check=False)
-
-        server = nginx(work, address, 18098)
-        try:
-            url_vars = role_vars(
-                STORES["url"],
-                work,
-                sources=[{"path": MODEL, "source": "url", "url": "http://%s:18098/%s" % (address, MODEL)}],
-            )
-            elapsed = run_playbook(role_plays(), url_vars, work, "url")[0]
-            rows.append(("new: URL mirror (nginx), each node fetches itself", elapsed, None))
-        finally:
-            stop(server)
-        for node in nodes:
-            podman("exec", node, "rm", "-rf", STORES["url"], check=False)
-
-        # Resume: nginx at a limited rate; the run is killed once the big file's part passed half, then run again.
-        (work / "access.log").unlink()
-        big = (seed_dir / MODEL / "model-00001.safetensors").stat().st_size
-        server = nginx(work, address, 18098, rate="%dk" % max(1024, big // 1024 // 20))  # about 20 s for the big file
-        try:
-            resume_vars = role_vars(
-                STORES["resume"],
-                work,
-                sources=[{"path": MODEL, "source": "url", "url": "http://%s:18098/%s" % (address, MODEL)}],
-            )
-            resume_vars["model_registry_timeout"] = 30
-            (work / "resume.yml").write_text(yaml.safe_dump(role_plays()))
-            (work / "resume-vars.yml").write_text(yaml.safe_dump(resume_vars))
-            cmd = [
-                PLAYBOOK,
-                str(work / "resume.yml"),
-                "-i",
-                INVENTORY,
-                "-e",
-                "@" + str(work / "resume-vars.yml"),
-                "--limit",
-                "__aiinfra_gpu:&" + nodes[0],
-            ]
-            first = subprocess.Popen(
-                cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-            )
-            part = "%s/.staging/%s/model-00001.safetensors.aiinfra-part" % (STORES["resume"], MODEL)
-            deadline, size = time.monotonic() + 300, 0
-            while time.monotonic() < deadline and size < big // 2:
-                time.sleep(0.5)
-                out = podman("exec", nodes[0], "stat", "-c", "%s", part, check=False).stdout.strip()
-                size = int(out) if out.isdigit() else 0
-            os.killpg(first.pid, signal.SIGKILL)
-            first.wait(30)
-            # The module on the node outlives the killed SSH client: end the process writing the part, as a crash would.
-            podman("exec", nodes[0], "python3", "-c", KILL_WRITER, part, check=False)
-            time.sleep(2)
-            kept = podman("exec", nodes[0], "stat", "-c", "%s", part, check=False).stdout.strip()
-            t0 = time.monotonic()
-            proc = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=1800, check=False)
-            resumed_in = time.monotonic() - t0
-            if proc.returncode != 0:
-                sys.stderr.write(proc.stdout[-4000:])
-                raise SystemExit("the resumed run failed")
-        finally:
-            stop(server)
-        sent = [
-            int(line.split()[-1]) for line in (work / "access.log").read_text().splitlines() if "model-00001" in line
-        ]
-        resent = sum(sent) - big
-        print(
-            "[bench] resume: big file %d bytes; kept after the kill %s; nginx sent %s for it; sent twice %d bytes"
-            " (%.2f %%); rerun %.1f s" % (big, kept, sent, resent, 100.0 * resent / big, resumed_in)
-        )
+        if "limit" in ways:
+            limit = physical_limit(nodes[0], total)
+            rows.append(("physical limit (1 node: dd read+write, fsync)", limit, None))
+        if "copy" in ways:
+            copy_path(nodes, seed_dir / MODEL, work, rows)
+        if "mirror" in ways:
+            mirror_path(nodes, seed_dir, work, rows)
+        if "url" in ways:
+            url_path(nodes, address, work, rows)
+        if "resume" in ways:
+            resume(nodes[0], address, seed_dir, work)
     finally:
         if not args.keep:
             for node in nodes:
                 podman("exec", node, "rm", "-rf", *STORES.values(), check=False)
         shutil.rmtree(work, ignore_errors=True)
-
-    print(
-        "\n%-52s %9s %9s %s" % ("way in (N=%d GPU nodes, %.2f GB)" % (len(nodes), gb), "wall s", "x limit", "changed")
-    )
-    for name, seconds, changed in rows:
-        print("%-52s %9.1f %9.2f %s" % (name, seconds, seconds / limit, "" if changed is None else changed))
+        if rows:  # what was measured, also when a later way failed
+            table(rows, limit, len(nodes), total / 1e9)
 
 
 if __name__ == "__main__":
