@@ -204,7 +204,7 @@ manifest:
 problems:
   description:
     - Why the run failed, one dict per problem with C(code) (MODEL_PATH, STORE, URL, MODE, VERIFY, FILES,
-      SUMS_ENTRY, HTTP, SHA256_MISMATCH, SIZE_MISMATCH, NESTED_MODEL, OWNER, LOCK_TIMEOUT, STORE_IO), C(severity),
+      SUMS_ENTRY, HTTP, SHA256_MISMATCH, SIZE_MISMATCH, NESTED_MODEL, OWNER, LOCK_TIMEOUT, STORE_IO, NO_ROOM), C(severity),
       C(host), C(variable), C(message), C(problem) (the same text, for the problem_line filter) and C(fix); empty on
       success.
     - Nothing is published when there are problems; parts fetched stay in staging for the next run.

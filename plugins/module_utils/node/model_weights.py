@@ -1068,6 +1068,7 @@ def apply(store, model_path, entries, params, http, host, result, uid, gid, exch
 
     make_dirs(os.path.dirname(staging), 0o700)
     kept = clean_staging(staging, entries)
+    refuse_without_room(store, staging, model_path, found["todo"], kept, host)
     make_dirs(staging, 0o700)
     recs = dict(kept)
     stats = result  # bytes_fetched and bytes_resumed, counted as they come (a failure still reports them)
@@ -1107,6 +1108,42 @@ def apply(store, model_path, entries, params, http, host, result, uid, gid, exch
     result["swapped"] = publish(staging, final, store, dir_mode, uid, gid, exchange)
     result["changed"] = True
     prune_empty(os.path.dirname(staging), os.path.join(store, STAGING))
+
+
+def room_needed(staging, todo, kept):
+    """Bytes the files still to fetch will add to the store's file system: their sizes (where the list gives them)
+    less what their parts in staging already hold. Good files are hard-linked and take no room."""
+    needed = 0
+    for entry in todo:
+        if entry["path"] in kept or entry.get("size") is None:
+            continue
+        try:
+            have = os.path.getsize(os.path.join(staging, entry["path"]) + PART)
+        except OSError:
+            have = 0
+        needed += max(int(entry["size"]) - have, 0)
+    return needed
+
+
+def refuse_without_room(store, staging, model_path, todo, kept, host):
+    """A fetch that cannot fit is refused before a byte moves (the store's file system, as an unprivileged user may
+    still write it)."""
+    needed = room_needed(staging, todo, kept)
+    st = os.statvfs(store)
+    available = st.f_bavail * st.f_frsize
+    if needed > available:
+        raise WeightsError(
+            [
+                problem(
+                    "NO_ROOM",
+                    host,
+                    "store",
+                    "%s: %s needs %.2f GB more on the file system of %s, which has %.2f GB free: nothing was fetched"
+                    % (host, model_path, needed / 1e9, store, available / 1e9),
+                    "free room on the store's file system (or give the store a larger disk), then run again",
+                )
+            ]
+        )
 
 
 def refreshed(rec, st):

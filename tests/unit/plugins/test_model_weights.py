@@ -536,6 +536,21 @@ def test_files_given_instead_of_sums(mirror, tmp_path):
     assert codes(result) == ["SIZE_MISMATCH"]
 
 
+def test_a_model_that_cannot_fit_is_refused_before_a_byte_moves(mirror, tmp_path):
+    """The list's sizes against the store's file system: a model larger than its free room (here 1 PB) is refused
+    with NO_ROOM, and the server is never asked for a file."""
+    files = make_model(mirror, "huge", small_files())
+    store = tmp_path / "store"
+    listed = [{"path": p, "sha256": sha(d), "size": 10**15 if p == "config.json" else len(d)} for p, d in files.items()]
+    result = run(params(mirror, store, "huge", files=listed))
+    assert codes(result) == ["NO_ROOM"] and result["bytes_fetched"] == 0
+    assert "huge" in result["problems"][0]["message"] and "GB free" in result["problems"][0]["message"]
+    assert not (store / "org" / "huge").exists()
+    assert not list((store / ".staging").rglob("*.aiinfra-part")) if (store / ".staging").exists() else True
+    time.sleep(0.2)  # nginx writes its access log line after the answer
+    assert mirror.log("huge") == []
+
+
 def test_check_mode_touches_nothing(mirror, tmp_path):
     files = make_model(mirror, "dry", small_files())
     store = tmp_path / "store"
