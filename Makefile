@@ -159,8 +159,8 @@ $(OLAH_VENV)/.installed: tests/weights/requirements-olah.txt | venv
 	"$(OLAH_VENV)/bin/pip" install -q --disable-pip-version-check --require-hashes -r tests/weights/requirements-olah.txt
 	@touch "$@"
 
-unit: venv links test-tools crd-deps $(OLAH_VENV)/.installed ## pytest unit tests
-	$(BIN)/pytest tests/unit
+unit: venv links test-tools crd-deps $(OLAH_VENV)/.installed ## pytest unit tests (the Hub tests must run: olah is installed)
+	AIINFRA_WEIGHTS_REQUIRED=1 $(BIN)/pytest tests/unit
 
 $(LITELLM_VENV)/.installed: tests/gateway/requirements-litellm.txt | venv
 	@echo "[gateway] installing the LiteLLM proxy (tests/gateway/requirements-litellm.txt) into $(LITELLM_VENV)"
