@@ -353,6 +353,14 @@ def weight_source_findings(sources, seeded=()):
     return out
 
 
+def _listed(files):
+    """A Hub snapshot's file list for model_weights, or None (the node then reads the snapshot's SHA256SUMS through
+    the mirror) when a file lacks its sha256 or size, as in check mode before the files were verified."""
+    if not files or any(not f.get("sha256") or f.get("size") is None for f in files):
+        return None
+    return [{"path": f["path"], "sha256": f["sha256"], "size": f["size"]} for f in files]
+
+
 def weight_fetches(sources, seeds, seed_dir, snapshots, elsewhere=(), seed_lists=None):
     """What one GPU node fetches into its store, in the order given: one entry per model directory the plan may place
     there (paths in `elsewhere` only models placed on other nodes serve, and are left out).
@@ -388,10 +396,7 @@ def weight_fetches(sources, seeds, seed_dir, snapshots, elsewhere=(), seed_lists
                     "mirror": True,
                     "url": None,
                     "dir": snap.get("dest"),
-                    "files": [
-                        {"path": f["path"], "sha256": f["sha256"], "size": f["size"]} for f in snap.get("files") or []
-                    ],
-                    "headers": {},
+                    "files": _listed(snap.get("files")),
                     "source": "hub %s@%s%s"
                     % (entry["repo"], entry["revision"], " (%s)" % entry["endpoint"] if entry.get("endpoint") else ""),
                     "revision": entry["revision"],

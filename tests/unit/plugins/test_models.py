@@ -137,6 +137,10 @@ def test_each_node_fetches_only_the_models_it_may_serve_and_from_where():
         and seed["files"] is None
         and seed["source"] == "controller /srv/models/seeded/m"
     )
+    assert all(set(f) == {"path", "mirror", "url", "dir", "files", "source", "revision"} for f in fetches)
+    # Check mode: a snapshot not verified yet lists files without sha256; the node is then given no list.
+    unverified = {HUB_SOURCE["path"]: {"dest": "/c", "files": [{"path": "a", "sha256": None, "size": 3}]}}
+    assert models.weight_fetches([HUB_SOURCE], [], "", unverified)[0]["files"] is None
 
 
 def test_a_seed_directorys_list_is_read_on_the_controller_with_sizes(tmp_path):
