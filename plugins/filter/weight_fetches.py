@@ -56,28 +56,21 @@ _value:
 
 
 import os
-import re
-
-SUMS_LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")
 
 
 def seed_files(seed_dir, path):
-    """The file list of a seed directory on the controller (this filter runs there): each SHA256SUMS entry with the
-    file's size, so a node can tell without the controller's mirror that it holds the model. None when the list
-    cannot be read whole (the node then reads SHA256SUMS through the mirror, which reports the problem)."""
+    """The file list of a seed directory on the controller (this filter runs there): its SHA256SUMS, read as
+    model_weights reads it, with each file's size, so a node can tell without the controller's mirror that it holds
+    the model. None when the list cannot be read whole (the node then reads SHA256SUMS through the mirror, which
+    reports the problem)."""
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.node.model_weights import WeightsError, parse_sums
+
     directory = os.path.join(seed_dir, path)
     try:
         with open(os.path.join(directory, "SHA256SUMS"), encoding="utf-8") as handle:
-            lines = [line.rstrip("\n") for line in handle if line.strip()]
-        files = []
-        for line in lines:
-            match = SUMS_LINE.match(line)
-            if not match:
-                return None
-            size = os.stat(os.path.join(directory, match.group(2))).st_size
-            files.append({"path": match.group(2), "sha256": match.group(1).lower(), "size": size})
-        return files
-    except (OSError, UnicodeDecodeError):
+            entries = parse_sums(handle.read(), "controller", "model_registry_seed_models")
+        return [dict(e, size=os.stat(os.path.join(directory, e["path"])).st_size) for e in entries]
+    except (OSError, UnicodeDecodeError, WeightsError):
         return None
 
 

@@ -13,7 +13,6 @@ replaced release: RELEASE_SHA256 ships the sha256 of the pinned release's files,
 operator's ``k3s_sha256_pins``) must be listed by the checksum file with the same digest.
 """
 
-import hashlib
 import os
 import re
 
@@ -101,12 +100,8 @@ def parse_sha256sum(text):
     return sums
 
 
-def sha256_file(path, chunk=1024 * 1024):
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(chunk), b""):
-            digest.update(block)
-    return digest.hexdigest()
+# One way to hash a file for the collection's node code (module_utils node/verified_files).
+sha256_file = verified_files.sha256_file
 
 
 def verify_file(directory, name, sums, record=None):
