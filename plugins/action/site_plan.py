@@ -10,7 +10,11 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.models import model_configs, store_path_error
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.models import (
+    ADDRESS_VARIABLES,
+    model_configs,
+    store_path_error,
+)
 from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.site_plan import (
     SECRET_VARIABLES,
     SOURCE_VARIABLES,
@@ -81,7 +85,7 @@ class ActionModule(ActionBase):
         for host in gpu_hosts:
             hv = hostvars[host]
             # The model store's paths too: the model_registry role copies with each GPU host's own values.
-            own = GPU_HOST_VARIABLES + STORE_PATH_VARIABLES + SOURCE_VARIABLES
+            own = GPU_HOST_VARIABLES + STORE_PATH_VARIABLES + SOURCE_VARIABLES + ADDRESS_VARIABLES
             gpu_nodes[host] = {name: hv[name] for name in own if name in hv}
         seed_dir = values.get("model_registry_seed_dir") or ""
         weights, configs = {}, {}

@@ -117,6 +117,8 @@ PLAN_VARIABLES = (
     "k3s_cluster_cidr",
     "k3s_service_cidr",
     "k3s_flannel_backend",
+    "model_registry_peers",
+    "model_registry_peer_port",
 )
 # The bridge K3s's flannel CNI puts every pod on: traffic from local pods comes in through it.
 CNI_BRIDGE = "cni0"
@@ -167,9 +169,11 @@ def admin_network_problem(network):
 def firewall_plan(values):
     """(plan, problems): the host firewall every cluster node gets, decided once for the site.
 
-    plan: {enabled, admin_networks, trusted_interfaces, overlay_ports, cluster_cidr, service_cidr}. Traffic from
-    pods is trusted by the interface it arrives on (the CNI bridge and the overlay's devices), never by a source
-    range, which a host on the node network could forge. The pod and service ranges come from the inventory's
+    plan: {enabled, admin_networks, trusted_interfaces, node_ports, cluster_cidr, service_cidr}. node_ports: what
+    every node opens to the others besides prereq_firewall_rules: the overlay's ports, and the port on which GPU
+    nodes hand model weights to one another (model_registry_peers, token-guarded, listening only during a fetch).
+    Traffic from pods is trusted by the interface it arrives on (the CNI bridge and the overlay's devices), never by
+    a source range, which a host on the node network could forge. The pod and service ranges come from the inventory's
     K3s settings; they are in the plan for the report and for firewalls that can only match addresses.
     """
     from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.inventory_spec import problem, truthy
@@ -222,13 +226,17 @@ def firewall_plan(values):
     for variable, key in (("k3s_cluster_cidr", "cluster_cidr"), ("k3s_service_cidr", "service_cidr")):
         nets = _networks(values.get(variable, ""))
         cidrs[key] = nets or []
+    peers = []
+    port = values.get("model_registry_peer_port", 8491)
+    if values.get("model_registry_peers", True) is True and not isinstance(port, bool) and str(port).isdigit():
+        peers = [{"port": str(port), "proto": "tcp", "comment": "model weights between GPU nodes"}]
     interfaces = [CNI_BRIDGE] + known["interfaces"] + [i for i in extra if i not in known["interfaces"]]
     return (
         {
             "enabled": enabled,
             "admin_networks": admin,
             "trusted_interfaces": interfaces,
-            "overlay_ports": [dict(p, **{"from": "cluster", "server_only": False}) for p in known["ports"]],
+            "node_ports": [dict(p, **{"from": "cluster", "server_only": False}) for p in known["ports"] + peers],
             "cluster_cidr": cidrs["cluster_cidr"],
             "service_cidr": cidrs["service_cidr"],
         },

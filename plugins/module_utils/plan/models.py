@@ -418,3 +418,95 @@ def weight_fetches(sources, seeds, seed_dir, snapshots, elsewhere=(), seed_lists
             }
         )
     return out
+
+
+# ---------------------------------------------------------------- distribution of the controller's models
+
+# How the models the controller holds (Hub snapshots, seed directories) spread over the GPU nodes: the controller
+# hands each one to a single node, and the nodes that hold it (verified) hand it on, each to one other node per
+# round, so the controller's link carries each model once and the node count adds rounds, not load on one link.
+PEER_VARIABLES = ("model_registry_peers", "model_registry_peer_port")
+# Where a GPU node is reached by the others (the firewall's node address: k3s_node_ip, an IP ansible_host).
+ADDRESS_VARIABLES = ("k3s_node_ip", "ansible_host")
+PEER_PORT_DEFAULT = 8491
+
+
+def weights_distribution(values, gpu_nodes):
+    """({peers, port, addresses}, [(variable, problem text, fix)]): whether GPU nodes hand the controller's models to
+    one another, on which TCP port, and each GPU node's address as the other nodes reach it (None: the node only
+    fetches, it cannot serve; the firewall's node_address decides it)."""
+    from ansible_collections.aiinfra.k3s.plugins.module_utils.node.firewall import node_address
+
+    findings = []
+    peers = values.get("model_registry_peers", True)
+    if not isinstance(peers, bool):
+        findings.append(("model_registry_peers", "is %r, not true or false" % (peers,), "set true or false"))
+        peers = False
+    port = values.get("model_registry_peer_port", PEER_PORT_DEFAULT)
+    number = as_int(port, None)
+    if isinstance(port, bool) or number is None or not 1 <= number <= 65535:
+        findings.append(
+            (
+                "model_registry_peer_port",
+                "is %r, not a TCP port" % (port,),
+                "give a port from 1 to 65535 that nothing else on the GPU nodes uses (default %d)" % PEER_PORT_DEFAULT,
+            )
+        )
+        number = PEER_PORT_DEFAULT
+    addresses = {host: node_address(hv or {}) for host, hv in sorted((gpu_nodes or {}).items())}
+    return {"peers": peers, "port": number, "addresses": addresses}, findings
+
+
+def peer_url(address, port):
+    """http://address:port, an IPv6 address in brackets."""
+    return "http://%s:%d" % ("[%s]" % address if ":" in address else address, int(port))
+
+
+def weight_round(hosts, pending, held, distribution):
+    """The next round of handing the controller's models to the GPU nodes still in the play.
+
+    hosts: the hosts in play order; pending: {host: [fetch entries (weight_fetches' mirror entries) still to take]};
+    held: {host: [model paths it holds verified]}; distribution: the plan's {peers, port, addresses}.
+    Returns {fetches: {host: [entry + {peer, url}]}, servers: {host: [paths it serves this round]}}; empty when
+    nothing is pending. A node holding a model serves it to at most one node per round; the controller hands a model
+    only to a node that can hand it on, and to one per round, while no node holds it; without peers (or where no
+    node needing it can serve) every node takes it from the controller at once. `peer` is the serving host (None:
+    the controller, whose URL the role knows), `url` the peer's model URL."""
+    peers = bool(distribution.get("peers"))
+    addresses = distribution.get("addresses") or {}
+    port = distribution.get("port") or PEER_PORT_DEFAULT
+    hosts = [h for h in hosts if h in pending or h in held]
+    busy = set()
+    fetches, servers = {}, {}
+    order = []
+    for host in hosts:
+        for entry in pending.get(host) or []:
+            if entry["path"] not in order:
+                order.append(entry["path"])
+
+    def assign(host, entry, peer):
+        url = "%s/%s" % (peer_url(addresses[peer], port), entry["path"]) if peer else None
+        fetches.setdefault(host, []).append(dict(entry, peer=peer, url=url))
+        if peer:
+            busy.add(peer)
+            servers.setdefault(peer, []).append(entry["path"])
+
+    for path in order:
+        needing = [(h, e) for h in hosts for e in pending.get(h) or [] if e["path"] == path]
+        holders = [h for h in hosts if path in (held.get(h) or []) and addresses.get(h)] if peers else []
+        waiting = []
+        for host, entry in needing:
+            free = [h for h in holders if h not in busy and h != host]
+            if free:
+                assign(host, entry, free[0])
+            else:
+                waiting.append((host, entry))
+        if not waiting or holders:
+            continue  # the rest wait for a node that holds the model to be free
+        # A node that takes nothing else from the controller this round first: two models go to two relays at once.
+        relays = sorted(
+            [(h, e) for h, e in waiting if addresses.get(h)] if peers else [], key=lambda pair: pair[0] in fetches
+        )
+        for host, entry in relays[:1] or waiting:
+            assign(host, entry, None)
+    return {"fetches": fetches, "servers": servers}

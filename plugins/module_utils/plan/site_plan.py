@@ -33,10 +33,14 @@ of the GPU hosts. It returns:
 - ``node_loss``: N-1 capacity: per model, its replicas and how many of them run on the GPUs left after the loss
   of the GPU node whose loss hurts it most (``after_node_loss``, ``worst_node``);
 - ``firewall``: the host firewall every cluster node gets (firewall.py): whether prereq manages one, the admin
-  networks, the interfaces pod traffic is trusted on, the overlay's ports, the pod and service ranges;
+  networks, the interfaces pod traffic is trusted on, the ports between the nodes (the overlay's, the weights
+  peers'), the pod and service ranges;
+- ``weights``: how the controller's models spread over the GPU nodes (models.py weights_distribution): whether the
+  nodes hand them on to one another (``peers``), on which ``port``, and each GPU node's ``addresses`` as the others
+  reach it (None: it only fetches);
 - ``problems``: ``{code, severity, host, variable, problem, fix}`` (inventory_spec's shape): GPU_CLASS, GPU_COUNT,
   GPU_MEMORY, GPU_TYPE, NODE_GROUP, MODEL, MODEL_PATH, PLACEMENT, SPREAD (warning), SERVING_PLAN, MODEL_SIZE (warning),
-  NODE_LOSS (warning), EDGE, GATEWAY, CONSUMER, AUTOSCALING, SECRET, FIREWALL.
+  NODE_LOSS (warning), EDGE, GATEWAY, CONSUMER, AUTOSCALING, SECRET, FIREWALL, MODEL_PEERS.
 
 ``gpu_nodes`` may also carry a GPU host's own STORE_PATH_VARIABLES (where they differ from ``values``): the model
 store role copies and checks with each host's values, so each host's are checked, and named.
@@ -64,6 +68,7 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.capacity import (
 )
 from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.inventory_spec import LABEL_VALUE, problem, truthy
 from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.models import (
+    PEER_VARIABLES,
     SOURCES_VARIABLE,
     STORE_PATH_FIX,
     as_int,
@@ -71,6 +76,7 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.models import (
     memory_utilization,
     store_path_error,
     weight_source_findings,
+    weights_distribution,
 )
 
 # The components of a site with a namespace of their own: each role's <component>_namespace, decided once here
@@ -149,6 +155,7 @@ VARIABLES = (
     "model_registry_storage_class",
     "model_registry_size",
     *firewall.PLAN_VARIABLES,
+    *PEER_VARIABLES,
     *sorted({"%s_namespace" % component for component in COMPONENTS} - {"vllm_namespace", "nim_namespace"}),
 )
 # Read only when the run handles secrets; never copied into the plan.
@@ -1109,6 +1116,8 @@ def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True, cluster_hosts
     problems += node_loss_problems(models, survival, len(capacity), one_node)
     host_firewall, found = firewall.firewall_plan(values)
     problems += found
+    weights, found = weights_distribution(values, gpu_nodes)
+    problems += [problem("MODEL_PEERS", SITE, variable, what, fix) for variable, what, fix in found]
     return {
         "nodes": {
             node: dict(
@@ -1148,6 +1157,7 @@ def site_plan(values, gpu_nodes, weights_bytes=None, secrets=True, cluster_hosts
         "prices": prices,
         "node_loss": survival,
         "firewall": host_firewall,
+        "weights": weights,
         "secrets": bool(secrets),
         "problems": problems,
     }

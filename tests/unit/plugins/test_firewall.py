@@ -52,9 +52,22 @@ def test_a_host_without_a_known_address_and_a_bad_network_are_problems():
 # ---------------------------------------------------------------- the site plan's firewall
 
 
-# (values, trusted interfaces, overlay ports, problem variables): the plan decides per flannel backend.
+# (values, trusted interfaces, node ports, problem variables): the plan decides per flannel backend (the cases leave
+# the GPU nodes' weights port out unless they name model_registry_peers).
 PLAN_CASES = {
     "vxlan (K3s's default)": ({}, ["cni0", "flannel.1", "flannel-v6.1"], ["8472/udp"], []),
+    "vxlan, GPU nodes handing weights on (the role's default)": (
+        {"model_registry_peers": True},
+        ["cni0", "flannel.1", "flannel-v6.1"],
+        ["8472/udp", "8491/tcp"],
+        [],
+    ),
+    "host-gw, the weights peers on another port": (
+        {"k3s_flannel_backend": "host-gw", "model_registry_peers": True, "model_registry_peer_port": 9123},
+        ["cni0"],
+        ["9123/tcp"],
+        [],
+    ),
     "wireguard-native": (
         {"k3s_flannel_backend": "wireguard-native"},
         ["cni0", "flannel-wg", "flannel-wg-v6"],
@@ -104,10 +117,10 @@ PLAN_CASES = {
 @pytest.mark.parametrize("case", sorted(PLAN_CASES))
 def test_the_plan_trusts_the_cni_interfaces_and_opens_the_overlay_to_the_nodes_only(case):
     values, interfaces, ports, problem_variables = PLAN_CASES[case]
-    plan, problems = firewall_plan(values)
+    plan, problems = firewall_plan(dict({"model_registry_peers": False}, **values))
     assert plan["trusted_interfaces"] == interfaces
-    assert ["%s/%s" % (p["port"], p["proto"]) for p in plan["overlay_ports"]] == ports
-    assert all(p["from"] == "cluster" and not p["server_only"] for p in plan["overlay_ports"])
+    assert ["%s/%s" % (p["port"], p["proto"]) for p in plan["node_ports"]] == ports
+    assert all(p["from"] == "cluster" and not p["server_only"] for p in plan["node_ports"])
     assert sorted({p["variable"] for p in problems}) == problem_variables
     assert all(p["code"] == "FIREWALL" and p["severity"] == "error" for p in problems)
     assert "0.0.0.0/0" not in plan["admin_networks"] and "::/0" not in plan["admin_networks"]

@@ -159,3 +159,123 @@ def test_a_seed_directorys_list_is_read_on_the_controller_with_sizes(tmp_path):
         None,
         None,
     ]
+
+
+# ---------------------------------------------------------------- handing the controller's models on between nodes
+
+ADDRESSES = {"n1": "10.0.0.1", "n2": "10.0.0.2", "n3": "10.0.0.3", "n4": "fd00::4", "x": None}
+
+
+def rounds(needs, held=None, peers=True, addresses=None):
+    """Every round weight_round gives until nothing is pending, each as sorted 'fetcher<-server:path' (server c: the
+    controller), every fetch taken as done."""
+    hosts = sorted(set(needs) | set(held or {}))
+    pending = {h: [{"path": p, "mirror": True} for p in paths] for h, paths in needs.items()}
+    held = {h: list(paths) for h, paths in (held or {}).items()}
+    plan = {"peers": peers, "port": 8491, "addresses": ADDRESSES if addresses is None else addresses}
+    out = []
+    for _round in range(12):
+        step = models.weight_round(hosts, pending, held, plan)
+        if not step["fetches"]:
+            assert not any(pending.values()), "stuck with %r pending" % pending
+            return out
+        out.append(
+            sorted("%s<-%s:%s" % (h, e["peer"] or "c", e["path"]) for h, es in step["fetches"].items() for e in es)
+        )
+        # each server serves one fetch a round; the servers list says what each one serves
+        served = [e["peer"] for es in step["fetches"].values() for e in es if e["peer"]]
+        assert len(served) == len(set(served)) and sorted(served) == sorted(step["servers"])
+        for host, entries in step["fetches"].items():
+            for entry in entries:
+                pending[host] = [e for e in pending[host] if e["path"] != entry["path"]]
+                held.setdefault(host, []).append(entry["path"])
+    raise AssertionError("no end after 12 rounds")
+
+
+ROUND_CASES = {
+    "two nodes: the controller's link carries the model once": (
+        {"needs": {"n1": ["A"], "n2": ["A"]}},
+        [["n1<-c:A"], ["n2<-n1:A"]],
+    ),
+    "four nodes: one more round, not twice the controller's load": (
+        {"needs": {"n1": ["A"], "n2": ["A"], "n3": ["A"], "n4": ["A"]}},
+        [["n1<-c:A"], ["n2<-n1:A"], ["n3<-n1:A", "n4<-n2:A"]],
+    ),
+    "without peers every node takes it from the controller at once (the earlier way)": (
+        {"needs": {"n1": ["A"], "n2": ["A"], "n3": ["A"]}, "peers": False},
+        [["n1<-c:A", "n2<-c:A", "n3<-c:A"]],
+    ),
+    "no node can be reached by the others: all from the controller at once": (
+        {"needs": {"n1": ["A"], "n2": ["A"]}, "addresses": {}},
+        [["n1<-c:A", "n2<-c:A"]],
+    ),
+    "nodes added to a site take the model from the nodes that hold it, not the controller": (
+        {"needs": {"n3": ["A"], "n4": ["A"]}, "held": {"n1": ["A"], "n2": ["A"]}},
+        [["n3<-n1:A", "n4<-n2:A"]],
+    ),
+    "two models go to two relays in the first round": (
+        {"needs": {"n1": ["A", "B"], "n2": ["A", "B"], "n3": ["A", "B"]}},
+        [["n1<-c:A", "n2<-c:B"], ["n1<-n2:B", "n2<-n1:A"], ["n3<-n1:A", "n3<-n2:B"]],
+    ),
+    "a node the others cannot reach still takes from a peer, but never relays": (
+        {"needs": {"x": ["A"], "n1": ["A"]}},
+        [["n1<-c:A"], ["x<-n1:A"]],
+    ),
+    "only unreachable nodes need it: from the controller": (
+        {"needs": {"x": ["A"]}, "held": {"n1": ["B"]}},
+        [["x<-c:A"]],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ROUND_CASES))
+def test_the_controllers_models_spread_over_the_nodes_in_rounds(case):
+    given, expected = ROUND_CASES[case]
+    assert rounds(**given) == expected
+
+
+def test_a_peer_fetch_names_the_peer_and_its_url():
+    step = models.weight_round(
+        ["n1", "n4"],
+        {"n1": [{"path": "org/m", "mirror": True}]},
+        {"n4": ["org/m"]},
+        {"peers": True, "port": 9000, "addresses": ADDRESSES},
+    )
+    assert step == {
+        "fetches": {"n1": [{"path": "org/m", "mirror": True, "peer": "n4", "url": "http://[fd00::4]:9000/org/m"}]},
+        "servers": {"n4": ["org/m"]},
+    }
+
+
+DISTRIBUTION_CASES = {
+    "defaults: peers on port 8491, addresses from k3s_node_ip or an IP ansible_host": (
+        {},
+        {
+            "g1": {"k3s_node_ip": "192.0.2.1", "ansible_host": "198.51.100.1"},
+            "g2": {"ansible_host": "192.0.2.2"},
+            "g3": {"ansible_host": "gpu-3.example"},
+        },
+        {"peers": True, "port": 8491, "addresses": {"g1": "192.0.2.1", "g2": "192.0.2.2", "g3": None}},
+        [],
+    ),
+    "peers off, another port": (
+        {"model_registry_peers": False, "model_registry_peer_port": "9000"},
+        {},
+        {"peers": False, "port": 9000, "addresses": {}},
+        [],
+    ),
+    "a port that is not one, peers that are not a bool": (
+        {"model_registry_peers": "yes", "model_registry_peer_port": 70000},
+        {},
+        {"peers": False, "port": 8491, "addresses": {}},
+        ["model_registry_peers", "model_registry_peer_port"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DISTRIBUTION_CASES))
+def test_the_plan_decides_how_the_nodes_hand_weights_on(case):
+    values, gpu_nodes, expected, variables = DISTRIBUTION_CASES[case]
+    plan, findings = models.weights_distribution(values, gpu_nodes)
+    assert plan == expected
+    assert [variable for variable, _what, _fix in findings] == variables
