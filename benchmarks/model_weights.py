@@ -9,7 +9,11 @@ file of 3/4 of --size-gb and many 8 MiB files for the rest, random bytes, SHA256
 - physical limit: on one GPU node, a plain sequential read and write of the same bytes (dd, fsync);
 - today's path (roles/model_registry/tasks/seed.yml up to 0.1.0): sha256sum --check on the controller, copy to every
   node (ansible.builtin.copy through the controller's SSH link), sha256sum --check on every node;
-- the controller's mirror (model_registry_seed_models through model_mirror and model_weights);
+- the physical limit of N nodes at once: every GPU node's dd at the same time (the lab's nodes share one disk);
+- the controller's models handed on node to node (model_registry_seed_models: the controller's model_mirror hands
+  the model to one node, the nodes' own model_mirror hand it on in rounds; model_weights fetches), to all N nodes and
+  to one node;
+- the same without peers (model_registry_peers: false, every node from the controller's mirror, as in 0.2.0);
 - a URL mirror (model_registry_sources source url, nginx from Debian on this machine's lab address);
 - the no-op re-run of the role with the model on every node, against the same run without models;
 - resume: the URL fetch of the big file cut halfway (the playbook killed while nginx sends at a limited rate), then
@@ -48,6 +52,7 @@ INVENTORY = str(ROOT / "inventories" / "lab")
 MODEL = "bench/model"
 STORES = {
     "copy": "/data/bench-copy",
+    "controller": "/data/bench-controller",
     "mirror": "/data/bench-mirror",
     "url": "/data/bench-url",
     "resume": "/data/bench-resume",
@@ -55,7 +60,7 @@ STORES = {
 SMALL = 8 << 20
 
 
-WAYS = ("limit", "copy", "mirror", "url", "resume")
+WAYS = ("limit", "copy", "mirror", "controller", "url", "resume")
 
 
 def gpu_nodes():
@@ -92,12 +97,13 @@ def make_model(directory, size):
     return sum(p.stat().st_size for p in directory.iterdir() if p.name != "SHA256SUMS")
 
 
-def run_playbook(plays, variables, work, name):
+def run_playbook(plays, variables, work, name, limit=None, with_output=False):
     (work / (name + ".yml")).write_text(yaml.safe_dump(plays))
     (work / (name + "-vars.yml")).write_text(yaml.safe_dump(variables))
     t0 = time.monotonic()
     proc = subprocess.run(
-        [PLAYBOOK, str(work / (name + ".yml")), "-i", INVENTORY, "-e", "@" + str(work / (name + "-vars.yml"))],
+        [PLAYBOOK, str(work / (name + ".yml")), "-i", INVENTORY, "-e", "@" + str(work / (name + "-vars.yml"))]
+        + (["--limit", limit] if limit else []),
         capture_output=True, text=True, env=ENV, timeout=3600, check=False,
     )  # fmt: skip
     elapsed = time.monotonic() - t0
@@ -105,6 +111,8 @@ def run_playbook(plays, variables, work, name):
         sys.stderr.write(proc.stdout[-5000:] + proc.stderr[-2000:])
         raise SystemExit("%s failed" % name)
     recap = dict(re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", proc.stdout.rsplit("PLAY RECAP", 1)[-1], re.M))
+    if with_output:
+        return elapsed, {h: int(c) for h, c in recap.items()}, proc.stdout
     return elapsed, {h: int(c) for h, c in recap.items()}
 
 
@@ -199,23 +207,44 @@ def stop(proc):
     proc.wait(10)
 
 
-def physical_limit(node, total):
-    """Seconds one node takes to read and write `total` bytes sequentially (dd, 16 MiB blocks, fsync at the end)."""
-    podman("exec", node, "mkdir", "-p", "/data/bench-dd")
-    podman(
-        "exec",
-        node,
-        "dd",
-        "if=/dev/urandom",
-        "of=/data/bench-dd/src",
-        "bs=16M",
-        "count=%d" % (total >> 24),
-        "status=none",
-    )
+def physical_limit(nodes, total):
+    """Seconds the nodes take to read and write `total` bytes each, sequentially, all at once (dd, 16 MiB blocks, fsync
+    at the end); one node: the limit of one transfer, all: the lab's shared disk with N writers."""
+    for node in nodes:
+        podman("exec", node, "mkdir", "-p", "/data/bench-dd")
+        podman(
+            "exec",
+            node,
+            "dd",
+            "if=/dev/urandom",
+            "of=/data/bench-dd/src",
+            "bs=16M",
+            "count=%d" % (total >> 24),
+            "status=none",
+        )
     t0 = time.monotonic()
-    podman("exec", node, "dd", "if=/data/bench-dd/src", "of=/data/bench-dd/dst", "bs=16M", "conv=fsync", "status=none")
+    procs = [
+        subprocess.Popen(
+            [
+                "podman",
+                "exec",
+                node,
+                "dd",
+                "if=/data/bench-dd/src",
+                "of=/data/bench-dd/dst",
+                "bs=16M",
+                "conv=fsync",
+                "status=none",
+            ],
+            env=ENV,
+        )
+        for node in nodes
+    ]
+    for proc in procs:
+        proc.wait(1800)
     seconds = time.monotonic() - t0
-    podman("exec", node, "rm", "-rf", "/data/bench-dd")
+    for node in nodes:
+        podman("exec", node, "rm", "-rf", "/data/bench-dd")
     return seconds
 
 
@@ -235,15 +264,12 @@ def copy_path(nodes, seed, work, rows):
 
 
 def mirror_path(nodes, seed_dir, work, rows):
-    """Seeds through the controller's model_mirror; the re-run; the same run without models."""
+    """Seeds handed on node to node (the controller's model_mirror to one node, the nodes' to the others); the re-run;
+    the same run without models; then to one node only."""
     variables = role_vars(STORES["mirror"], work, seeds=[MODEL], seed_dir=str(seed_dir))
-    rows.append(
-        (
-            "new: controller's model_mirror -> model_weights",
-            run_playbook(role_plays(), variables, work, "mirror")[0],
-            None,
-        )
-    )
+    seconds, _changed, output = run_playbook(role_plays(), variables, work, "mirror", with_output=True)
+    handed = sorted(set(re.findall(r"\(handed on by ([\w.-]+)\)", output)))
+    rows.append(("new: controller -> 1 node, then node to node (%s)" % (", ".join(handed) or "no peer"), seconds, None))
     rows.append(
         ("new: re-run with the model on every node", *run_playbook(role_plays(), variables, work, "mirror-again"))
     )
@@ -254,6 +280,25 @@ def mirror_path(nodes, seed_dir, work, rows):
         )
     )
     clear(nodes, STORES["mirror"])
+    rows.append(
+        (
+            "new: controller -> 1 node (N=1)",
+            run_playbook(role_plays(), variables, work, "mirror-one", limit=nodes[0])[0],
+            None,
+        )
+    )
+    clear(nodes, STORES["mirror"])
+
+
+def controller_path(nodes, seed_dir, work, rows):
+    """Every node from the controller's model_mirror at once (model_registry_peers: false, 0.2.0's way)."""
+    variables = dict(
+        role_vars(STORES["controller"], work, seeds=[MODEL], seed_dir=str(seed_dir)), model_registry_peers=False
+    )
+    rows.append(
+        ("new, peers off: every node from the controller", run_playbook(role_plays(), variables, work, "ctl")[0], None)
+    )
+    clear(nodes, STORES["controller"])
 
 
 def url_path(nodes, address, work, rows):
@@ -360,12 +405,15 @@ def main():
             % (gb, len(os.listdir(seed_dir / MODEL)), len(nodes), nodes)
         )
         if "limit" in ways:
-            limit = physical_limit(nodes[0], total)
+            limit = physical_limit(nodes[:1], total)
             rows.append(("physical limit (1 node: dd read+write, fsync)", limit, None))
+            rows.append(("physical limit, N nodes at once (one shared disk)", physical_limit(nodes, total), None))
         if "copy" in ways:
             copy_path(nodes, seed_dir / MODEL, work, rows)
         if "mirror" in ways:
             mirror_path(nodes, seed_dir, work, rows)
+        if "controller" in ways:
+            controller_path(nodes, seed_dir, work, rows)
         if "url" in ways:
             url_path(nodes, address, work, rows)
         if "resume" in ways:
