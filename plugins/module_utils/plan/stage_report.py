@@ -32,3 +32,48 @@ def report_lines(entries):
         summary += " (%s): the site is NOT complete" % ", ".join(skipped)
     lines.append(summary)
     return lines
+
+
+# ---------------------------------------------------------------- the weights stage (model_registry's fetches)
+
+
+def weight_records(results, host):
+    """What one GPU node's aiinfra.k3s.model_weights runs put into its store, as the stage report shows it: one
+    {host, path, source, peer, bytes, total, resumed, seconds} per model fetched (a model found current, or a failed
+    fetch, is not listed). results: the registered loop's results, each with its loop item (a fetch entry)."""
+    out = []
+    for result in results or []:
+        if not result.get("changed") or result.get("failed") or result.get("problems"):
+            continue
+        item = result.get("item") or {}
+        out.append(
+            {
+                "host": host,
+                "path": item.get("path"),
+                "source": item.get("source"),
+                "peer": item.get("peer"),
+                "bytes": int(result.get("bytes_fetched") or 0),
+                "total": int(result.get("bytes_total") or 0),
+                "resumed": int(result.get("bytes_resumed") or 0),
+                "seconds": float(result.get("seconds") or 0.0),
+            }
+        )
+    return out
+
+
+def weights_detail(records):
+    """The weights stage's detail: per model, the nodes it went to, from where (the source, or the node that handed it
+    on), how many bytes and how long; or that every store was current."""
+    records = [r for r in records or [] if r]
+    if not records:
+        return "every GPU node's store held its models: nothing fetched"
+    total = sum(r["bytes"] for r in records)
+    parts = []
+    for path in sorted({r["path"] for r in records}):
+        rows = [r for r in records if r["path"] == path]
+        hops = ", ".join(
+            "%s from %s in %.1f s" % (r["host"], r["peer"] or "the source", r["seconds"])
+            for r in sorted(rows, key=lambda r: r["host"])
+        )
+        parts.append("%s (%s; %.2f GB): %s" % (path, rows[0]["source"], sum(r["bytes"] for r in rows) / 1e9, hops))
+    return "%d fetch(es), %.2f GB: %s" % (len(records), total / 1e9, "; ".join(parts))

@@ -100,6 +100,14 @@ def test_the_controller_hands_the_model_to_one_node_and_the_nodes_hand_it_on(tmp
     assert peers["gpu-2"] == ["gpu-1"]  # round 2: from the first node
     assert peers["gpu-3"] in (["gpu-1"], ["gpu-2"])  # round 3
     assert controller_bytes(result) == size  # the controller's link carried the model once, not three times
+    # The role's public output, which the stage report reads: who took the model from where, how much.
+    records = {
+        host: res["ansible_facts"]["model_registry_output_fetched"]
+        for host, res in results(result, "Record what this node fetched")
+        if "ansible_facts" in res
+    }
+    assert [(r["host"], r["peer"], r["bytes"]) for r in records["gpu-2"]] == [("gpu-2", "gpu-1", size)]
+    assert records["gpu-1"][0]["peer"] is None and records["gpu-1"][0]["source"].startswith("controller ")
     assert not list((tmp_path / "controller-cache").glob("mirror-*"))
     assert not [p for p in os.listdir("/run") if p.startswith("aiinfra-model-mirror-")]
     # A re-run: every store is current, nothing starts.

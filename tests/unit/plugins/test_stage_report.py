@@ -3,7 +3,12 @@
 import pytest
 from conftest import run_playbook, write_inventory
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.stage_report import record, report_lines
+from ansible_collections.aiinfra.k3s.plugins.module_utils.plan.stage_report import (
+    record,
+    report_lines,
+    weight_records,
+    weights_detail,
+)
 
 
 def test_all_ran():
@@ -117,3 +122,30 @@ def test_the_action_keeps_one_report_on_localhost_in_check_mode_too(tmp_path):
     assert "aiinfra_stage_report" in "".join(
         p.read_text() for p in (tmp_path / "facts").iterdir()
     )  # the cache did keep it
+
+
+def fetch_result(path, changed=True, peer=None, fetched=2 * 10**9, seconds=8.0, **extra):
+    """A model_weights loop result as the role registers it (its item: a fetch entry)."""
+    item = {"path": path, "source": "controller /srv/seeds/" + path, "peer": peer, "mirror": True}
+    return {"item": item, "changed": changed, "bytes_fetched": fetched, "bytes_total": fetched, "seconds": seconds,
+            "bytes_resumed": 0, "problems": [], **extra}  # fmt: skip
+
+
+def test_the_weights_stage_says_which_models_went_where_how_much_and_how_long():
+    records = weight_records([fetch_result("org/m", seconds=12.0)], "gpu-1") + weight_records(
+        [
+            fetch_result("org/m", peer="gpu-1", seconds=7.5),
+            fetch_result("org/current", changed=False, fetched=0),  # found current: not listed
+            fetch_result("org/bad", failed=True, problems=[{"code": "HTTP"}]),  # failed: not listed
+        ],
+        "gpu-2",
+    )
+    assert [(r["host"], r["path"], r["peer"]) for r in records] == [
+        ("gpu-1", "org/m", None),
+        ("gpu-2", "org/m", "gpu-1"),
+    ]
+    assert weights_detail(records) == (
+        "2 fetch(es), 4.00 GB: org/m (controller /srv/seeds/org/m; 4.00 GB): "
+        "gpu-1 from the source in 12.0 s, gpu-2 from gpu-1 in 7.5 s"
+    )
+    assert weights_detail([]) == "every GPU node's store held its models: nothing fetched"
