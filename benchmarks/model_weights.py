@@ -9,7 +9,7 @@ file of 3/4 of --size-gb and many 8 MiB files for the rest, random bytes, SHA256
 - physical limit: on one GPU node, a plain sequential read and write of the same bytes (dd, fsync);
 - today's path (roles/model_registry/tasks/seed.yml up to 0.1.0): sha256sum --check on the controller, copy to every
   node (ansible.builtin.copy through the controller's SSH link), sha256sum --check on every node;
-- the physical limit of N nodes at once: every GPU node's dd at the same time (the lab's nodes share one disk);
+- the shared disk's limit: every GPU node writes the same bytes at once (dd; the lab's nodes share one disk);
 - the controller's models handed on node to node (model_registry_seed_models: the controller's model_mirror hands
   the model to one node, the nodes' own model_mirror hand it on in rounds; model_weights fetches), to all N nodes and
   to one node;
@@ -207,21 +207,31 @@ def stop(proc):
     proc.wait(10)
 
 
-def physical_limit(nodes, total):
-    """Seconds the nodes take to read and write `total` bytes each, sequentially, all at once (dd, 16 MiB blocks, fsync
-    at the end); one node: the limit of one transfer, all: the lab's shared disk with N writers."""
+def physical_limit(node, total):
+    """Seconds one node takes to read and write `total` bytes sequentially (dd, 16 MiB blocks, fsync at the end)."""
+    podman("exec", node, "mkdir", "-p", "/data/bench-dd")
+    podman(
+        "exec",
+        node,
+        "dd",
+        "if=/dev/urandom",
+        "of=/data/bench-dd/src",
+        "bs=16M",
+        "count=%d" % (total >> 24),
+        "status=none",
+    )
+    t0 = time.monotonic()
+    podman("exec", node, "dd", "if=/data/bench-dd/src", "of=/data/bench-dd/dst", "bs=16M", "conv=fsync", "status=none")
+    seconds = time.monotonic() - t0
+    podman("exec", node, "rm", "-rf", "/data/bench-dd")
+    return seconds
+
+
+def shared_disk_limit(nodes, total):
+    """Seconds the nodes take to write `total` bytes each, all at once (dd from /dev/zero, fsync): the lab's nodes
+    share this machine's disk, so N transfers can go no faster than this, whatever the network does."""
     for node in nodes:
         podman("exec", node, "mkdir", "-p", "/data/bench-dd")
-        podman(
-            "exec",
-            node,
-            "dd",
-            "if=/dev/urandom",
-            "of=/data/bench-dd/src",
-            "bs=16M",
-            "count=%d" % (total >> 24),
-            "status=none",
-        )
     t0 = time.monotonic()
     procs = [
         subprocess.Popen(
@@ -230,9 +240,10 @@ def physical_limit(nodes, total):
                 "exec",
                 node,
                 "dd",
-                "if=/data/bench-dd/src",
+                "if=/dev/zero",
                 "of=/data/bench-dd/dst",
                 "bs=16M",
+                "count=%d" % (total >> 24),
                 "conv=fsync",
                 "status=none",
             ],
@@ -405,9 +416,9 @@ def main():
             % (gb, len(os.listdir(seed_dir / MODEL)), len(nodes), nodes)
         )
         if "limit" in ways:
-            limit = physical_limit(nodes[:1], total)
+            limit = physical_limit(nodes[0], total)
             rows.append(("physical limit (1 node: dd read+write, fsync)", limit, None))
-            rows.append(("physical limit, N nodes at once (one shared disk)", physical_limit(nodes, total), None))
+            rows.append(("shared disk: N nodes write at once (dd, fsync)", shared_disk_limit(nodes, total), None))
         if "copy" in ways:
             copy_path(nodes, seed_dir / MODEL, work, rows)
         if "mirror" in ways:
