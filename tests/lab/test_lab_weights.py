@@ -1,6 +1,7 @@
-"""Model weights on the lab's real GPU nodes (podman, SSH): a seed directory handed out by the controller's
-model_mirror and a model on an HTTP mirror (nginx from Debian on this machine's lab address) reach both GPU nodes'
-stores through model_weights, verified, and a re-run reads nothing. Issue 25. Runs against `make lab`."""
+"""Model weights on the lab's real GPU nodes (podman, SSH): a seed directory handed by the controller's model_mirror
+to one node and by the nodes' own model_mirror to the others, and a model on an HTTP mirror (nginx from Debian on
+this machine's lab address), reach every GPU node's store through model_weights, verified, and a re-run reads
+nothing. Issue 25. Runs against `make lab`."""
 
 from __future__ import annotations
 
@@ -157,8 +158,12 @@ def test_weights_reach_every_gpu_node_verified_and_a_rerun_reads_nothing(mirror,
         staged = subprocess.run(["podman", "exec", node, "find", f"{STORE}/.staging", "-type", "f", "-not", "-name", ".lock"],
                                 env=ENV, capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
         assert staged.stdout.strip() == "", staged.stdout
-    # The seed directory left the controller only through the mirror, which is gone again.
+    # The seed directory left the controller once, to one node, through its mirror (gone again); the other nodes took
+    # it from nodes that held it, through the port the site plan opened in the nodes' firewall.
     assert not list((tmp_path / "controller-cache").glob("mirror-*"))
+    seeded = sorted((r["item"].get("peer") or "", r["host"]) for r in fetched if r["item"]["path"] == SEEDED)
+    assert [host for peer, host in seeded if not peer] == nodes[:1], seeded
+    assert all(peer in nodes and peer != host for peer, host in seeded if peer), seeded
     # Each node fetched the URL model from nginx itself: one full GET of the big file per node.
     log = (mirror["root"] / "access.log").read_text()
     assert log.count(f"GET /{MIRRORED}/model.safetensors") == len(nodes)
