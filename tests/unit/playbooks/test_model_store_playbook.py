@@ -163,6 +163,7 @@ def prune(tmp_path, store, kubeconfig, check=False, host="gpu-1"):
         {
             "model_registry_path": str(store),
             "model_registry_kubeconfig": str(kubeconfig),
+            "model_registry_prune": True,
             "model_registry_seed_models": [KEPT],
             "model_registry_sources": [],
             "model_registry_preseeded": [],
