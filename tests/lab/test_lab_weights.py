@@ -190,3 +190,83 @@ def test_a_file_damaged_on_a_node_is_fetched_again_only_with_full_verify(mirror,
         (node, SEEDED, ["model.safetensors"])
     ]
     assert again[0]["swapped"] in ("exchange", "fallback")
+
+
+# ---------------------------------------------------------------- pruning against the lab's real pods
+
+LIVE_STORE = "/data/model-registry"  # the store the lab's model server pods mount
+SERVED = "nvidia/Nemotron-4-35B"  # the lab's vLLM model (inventories/lab): its stand-in pods name it in --model
+DROPPED = "lab-test/dropped-model"
+KUBECONFIG = Path(os.environ.get("LAB_KUBECONFIG", Path.home() / ".kube" / "aiinfra-lab.yaml"))
+
+
+def play(
+    tmp: Path, name: str, variables: dict, tasks_from: str | None = None
+) -> tuple[subprocess.CompletedProcess, dict]:
+    """The model_registry role (or one entry point of it) on the running GPU nodes; the JSON callback's result."""
+    (tmp / f"{name}-vars.yml").write_text(yaml.safe_dump(variables))
+    role = {"ansible.builtin.include_role": {"name": "aiinfra.k3s.model_registry", "tasks_from": tasks_from}}
+    plays = [{"import_playbook": str(ROOT / "playbooks" / "groups.yml")},
+             {"hosts": "__aiinfra_gpu", "become": True, "gather_facts": False,
+              **({"tasks": [dict(role, name="Entry point " + tasks_from)]} if tasks_from
+                 else {"roles": [{"role": "aiinfra.k3s.model_registry"}]})}]  # fmt: skip
+    (tmp / f"{name}.yml").write_text(yaml.safe_dump(plays))
+    proc = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "ansible-playbook"), str(tmp / f"{name}.yml"), "-i", str(ROOT / "inventories" / "lab"),
+         "-e", "@" + str(tmp / f"{name}-vars.yml"), "--limit", ",".join(gpu_nodes())],
+        capture_output=True, text=True, timeout=900, check=False,
+        env=dict(ENV, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"),
+    )  # fmt: skip
+    try:
+        return proc, json.loads(proc.stdout)
+    except ValueError:
+        return proc, {}
+
+
+def nodes_serving(path: str) -> set[str]:
+    """The nodes where a running pod of the lab names the model (its model server), read from the API."""
+    kubectl = next((ROOT / ".cache" / "kube").glob("*/bin/kubectl"))
+    pods = json.loads(subprocess.run([str(kubectl), "--kubeconfig", str(KUBECONFIG), "get", "pods", "-A", "-o", "json"],
+                                     capture_output=True, text=True, timeout=60, check=True).stdout)["items"]  # fmt: skip
+    return {
+        p["spec"].get("nodeName")
+        for p in pods
+        if p["status"].get("phase") == "Running"
+        and any(path in " ".join(c.get("args") or []) for c in p["spec"]["containers"])
+    }
+
+
+@pytest.mark.skipif(not KUBECONFIG.exists(), reason="no lab cluster")
+def test_prune_removes_a_dropped_model_and_holds_the_one_the_nodes_pods_serve(tmp_path):
+    seed = tmp_path / "seed"
+    make_model(seed / SERVED, 1 << 20)
+    make_model(seed / DROPPED, 1 << 20)
+    nodes = gpu_nodes()
+    serving = nodes_serving(SERVED) & set(nodes)
+    assert serving, "no running model server pod of %s on %s" % (SERVED, nodes)
+    common = {"model_registry_path": LIVE_STORE, "model_registry_cache_dir": str(tmp_path / "controller-cache"),
+              "model_registry_expected_models": []}  # fmt: skip
+    try:
+        proc, _result = play(tmp_path, "seed", dict(common, model_registry_seed_dir=str(seed),
+                                                     model_registry_seed_models=[SERVED, DROPPED]))  # fmt: skip
+        assert proc.returncode == 0, proc.stdout[-4000:]
+        # Both dropped from every list: the served one stays where a pod of the node uses it.
+        proc, result = play(tmp_path, "prune", dict(common, model_registry_prune=True, model_registry_seed_models=[],
+                                                    model_registry_kubeconfig=str(KUBECONFIG)), tasks_from="prune")  # fmt: skip
+        assert proc.returncode == 0, proc.stdout[-4000:]
+        pruned = {host: res for p in result["plays"] for t in p["tasks"] if t["task"]["name"].startswith("Remove the models")
+                  for host, res in t["hosts"].items()}  # fmt: skip
+        assert sorted(pruned) == sorted(nodes)
+        for node in nodes:
+            removed = sorted(r["path"] for r in pruned[node]["removed"])
+            if node in serving:
+                assert (removed, pruned[node]["held"]) == ([DROPPED], [SERVED]), (node, pruned[node])
+            else:
+                assert (removed, pruned[node]["held"]) == (sorted([DROPPED, SERVED]), []), (node, pruned[node])
+            left = subprocess.run(["podman", "exec", node, "find", LIVE_STORE, "-name", ".aiinfra-weights.json"], env=ENV,
+                                  capture_output=True, text=True, timeout=60, check=True).stdout.split()  # fmt: skip
+            assert left == ([f"{LIVE_STORE}/{SERVED}/.aiinfra-weights.json"] if node in serving else []), (node, left)
+    finally:
+        for node in nodes:
+            subprocess.run(["podman", "exec", node, "rm", "-rf", f"{LIVE_STORE}/nvidia", f"{LIVE_STORE}/lab-test"],
+                           env=ENV, timeout=120, check=False)  # fmt: skip
