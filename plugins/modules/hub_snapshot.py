@@ -26,6 +26,10 @@ description:
     matches. O(verify=full) rehashes every file.
   - A branch or tag as O(revision) is refused before anything is downloaded; the problem tells the commit it
     resolves to now, to pin.
+  - Before anything is downloaded (or removed), the files to download - those of the tree listing that the patterns
+    keep and that are not complete in O(dest) already, at their listed sizes, less the copies on disk they replace -
+    must fit in the free room of the file system of O(dest) (of its nearest existing parent); else the module
+    fails with C(NO_ROOM), in check mode too.
   - Every failure is returned as data in RV(problems) (code, severity, host, variable, problem, fix), mapped from
     the client's exception classes; the module fails when there is one.
   - The client resumes a file only within one run (huggingface_hub 2.4); files finished by an interrupted run are
@@ -168,7 +172,7 @@ problems:
       C(variable) (the option to look at), C(problem) and C(fix). Codes -
       C(HUB_PARAMETER), C(HUB_REVISION_NOT_PINNED), C(HUB_REPO_NOT_FOUND), C(HUB_REVISION_NOT_FOUND),
       C(HUB_GATED), C(HUB_ACCESS_DENIED), C(HUB_UNREACHABLE), C(HUB_HTTP_ERROR), C(HUB_CHECKSUM_MISMATCH),
-      C(HUB_NO_FILES), C(HUB_LOCAL_ERROR), C(HUB_CLIENT_ERROR).
+      C(HUB_NO_FILES), C(HUB_LOCAL_ERROR), C(HUB_CLIENT_ERROR), C(NO_ROOM) (the same code as model_weights gives).
   returned: always
   type: list
   elements: dict

@@ -26,6 +26,12 @@ description:
     mtime_ns it records, is not read at all.
   - An exclusive lock on C(<store>/.staging/.lock) covers the fetch and the publish; a second run waits (at most
     O(lock_timeout) seconds), then finds the model current.
+  - Before anything is fetched, the files to fetch must fit in the free room of the store's file system. A file
+    whose size the file list does not give (C(SHA256SUMS) carries none) is asked for it with one HEAD request; a
+    server that gives no C(Content-Length) leaves it unknown (RV(sizes_unknown)), and such a file is not counted.
+  - With O(progress_file), the progress of the fetch is written there while files are fetched (see the option).
+    With O(progress_interval), the action plugin runs the module asynchronously and shows that progress as the
+    fetch goes.
   - Only the Python standard library on the node. The logic is in module_utils C(model_weights.py).
 author:
   - aiinfra.k3s developers (@aiinfra)
@@ -98,7 +104,7 @@ options:
   retries:
     description:
       - How many more times a request is tried after a 5xx answer or a connection error, waiting 1, 2, 4 ... (at most
-        10) seconds between tries. A 4xx answer is not tried again.
+        10) seconds between tries. A 4xx answer (or 501 Not Implemented) is not tried again.
     type: int
     default: 3
   lock_timeout:
@@ -111,9 +117,43 @@ options:
   host:
     description: The name problems give the node; the node's host name when not given.
     type: str
+  progress_file:
+    description:
+      - Absolute path on the node of a progress file, written while files are fetched and removed when the module
+        ends (success or failure). Its directory must exist; a file that cannot be written does not fail the fetch.
+      - "JSON: C(path) (the model), C(file) (the file being fetched), C(bytes_done) (bytes of the model in place:
+        files kept, reused and fetched, and the part of the current file), C(bytes_total) (the model's size; null
+        while a file's size is unknown), C(bytes_fetched) (received in this run), C(started) and C(updated) (epoch
+        seconds), C(rate) (bytes per second of this run so far)."
+      - Rewritten atomically (mode 0600) at most once a second and at the end of each file.
+      - It may not be inside the model's directory or its staging directory. Without it (and without
+        O(progress_interval)) no progress file is written.
+    type: path
+  progress_interval:
+    description:
+      - Handled by the action plugin on the controller, never by the module on the node.
+      - "When above 0 (and the task is neither in check mode nor async), the module runs asynchronously on the node,
+        and every this many seconds the controller reads its progress file and shows one line, C(<host>: <path>
+        <GB done>/<GB total> GB, <MB/s> MB/s, ETA <seconds> s (<file>)), on standard error (the stdout callback's
+        output stays as it is). The task's result is the module's, as without it."
+      - The progress file is O(progress_file), else C(<store>/.staging/.progress-<path with / as __>.json).
+      - 0 or none - no progress shown, the module runs as any other.
+    type: int
+  progress_timeout:
+    description:
+      - Handled by the action plugin. Seconds the asynchronous run may take with O(progress_interval) before it
+        is stopped (the task's C(async) value for that run); the fetch resumes on the next run.
+    type: int
+    default: 7200
 extends_documentation_fragment:
   - aiinfra.k3s.ownership
 attributes:
+  action:
+    support: full
+    description: The action plugin shows the progress of the fetch (O(progress_interval)).
+  async:
+    support: full
+    description: An async task runs the module as any other; O(progress_interval) is then not used.
   check_mode:
     support: full
     description: Reads the file list and the store only, and reports what would be fetched with the sizes.
@@ -180,6 +220,13 @@ bytes_total:
   description: Size of the model's files.
   returned: always
   type: int
+sizes_unknown:
+  description:
+    - The files to fetch whose size neither the file list nor the server's HEAD answer gave (no Content-Length);
+      the room check did not count them, and RV(bytes_total) of check mode leaves them out.
+  returned: always
+  type: list
+  elements: str
 seconds:
   description: How long the run took.
   returned: always
@@ -204,7 +251,8 @@ manifest:
 problems:
   description:
     - Why the run failed, one dict per problem with C(code) (MODEL_PATH, STORE, URL, MODE, VERIFY, FILES,
-      SUMS_ENTRY, HTTP, SHA256_MISMATCH, SIZE_MISMATCH, NESTED_MODEL, OWNER, LOCK_TIMEOUT, STORE_IO, NO_ROOM), C(severity),
+      SUMS_ENTRY, HTTP, SHA256_MISMATCH, SIZE_MISMATCH, NESTED_MODEL, OWNER, LOCK_TIMEOUT, STORE_IO, NO_ROOM,
+      PROGRESS_FILE), C(severity),
       C(host), C(variable), C(message), C(problem) (the same text, for the problem_line filter) and C(fix); empty on
       success.
     - Nothing is published when there are problems; parts fetched stay in staging for the next run.
@@ -246,6 +294,10 @@ def main():
             "host": {"type": "str"},
             "owner": {"type": "str"},
             "group": {"type": "str"},
+            "progress_file": {"type": "path"},
+            # Options of the action plugin (it removes them before the module runs): accepted and not used here.
+            "progress_interval": {"type": "int"},
+            "progress_timeout": {"type": "int", "default": 7200},
         },
         supports_check_mode=True,
     )

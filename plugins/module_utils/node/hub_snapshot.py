@@ -68,6 +68,7 @@ CHECKSUM_MISMATCH = "HUB_CHECKSUM_MISMATCH"
 NO_FILES = "HUB_NO_FILES"
 LOCAL_ERROR = "HUB_LOCAL_ERROR"
 CLIENT_ERROR = "HUB_CLIENT_ERROR"
+NO_ROOM = "NO_ROOM"  # the code model_weights gives the same refusal
 
 LISTING = "listing the files"
 
@@ -363,6 +364,35 @@ def remove(dest, path):
             os.unlink(target)
 
 
+def free_room(path):
+    """Bytes an unprivileged user may still write on the file system that holds (or will hold) path: that of its
+    nearest existing parent."""
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    st = os.statvfs(probe)
+    return st.f_bavail * st.f_frsize
+
+
+def room_problem(p, dest, wanted, missing):
+    """NO_ROOM when the files to download (their listed sizes, less the copies on disk they replace) do not fit in
+    the free room of dest's file system; else None."""
+    needed = 0
+    for path in missing:
+        key = stat_key(os.path.join(dest, path))
+        needed += wanted[path]["size"] - (key[0] if key else 0)
+    available = free_room(dest)
+    if needed <= available:
+        return None
+    return problem(
+        NO_ROOM,
+        "dest",
+        "%s: the %d files to download need %.2f GB more on the file system of %s, which has %.2f GB free: nothing "
+        "was downloaded" % (where(p), len(missing), needed / 1e9, dest, available / 1e9),
+        "free room there, or give the cache (dest) a larger disk, or narrow allow_patterns / ignore_patterns",
+    )
+
+
 def result_files(files, downloaded):
     return [
         {
@@ -506,6 +536,12 @@ def run(p, check_mode=False):
     missing = [path for path in wanted if path not in verified]
     would = set(missing)
     leftover = sorted(path for path in recorded if path not in wanted and safe_relpath(path))
+    try:
+        no_room = room_problem(p, dest, wanted, missing) if missing else None
+    except OSError as exc:
+        return done([exception_problem(exc, p, "measuring the free room")])
+    if no_room:
+        return done([no_room])  # before a file is removed or asked for, in check mode as well
 
     if check_mode:
         sizes = {path: e["size"] for path, e in wanted.items()}

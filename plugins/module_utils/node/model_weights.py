@@ -15,6 +15,8 @@ Layout under the store (an absolute directory, e.g. /data/model-registry):
   interruption the next run hashes the part it has and asks for the rest (Range with If-Range). Verified staged files
   are recorded in the staging directory's own manifest, so an interrupted run's finished files are kept too.
 - ``<store>/.staging/.lock``: an exclusive flock held for the whole fetch and publish.
+- a progress file (``progress_file``, e.g. ``<store>/.staging/.progress-<name>.json``, the action plugin's choice):
+  JSON rewritten while files are fetched, removed when the run ends (see Progress).
 
 The published directory is replaced in one step: renameat2(RENAME_EXCHANGE) swaps the staging tree and the
 published one, then the old tree is removed (a plain rename for a new model; rename-away, rename and remove where the
@@ -24,6 +26,7 @@ Problems are data, ``{code, severity, host, variable, message, problem, fix}`` (
 the collection's problem_line filter renders them); callers match ``code``, never the text.
 """
 
+import contextlib
 import ctypes
 import errno
 import fcntl
@@ -294,13 +297,14 @@ def manifest_data(entries, recs, source, revision):
     }
 
 
-def write_file_atomic(path, data, mode=0o644):
-    """Write bytes to a temporary file beside path, fsync it, rename it over path."""
+def write_file_atomic(path, data, mode=0o644, sync=True):
+    """Write bytes to a temporary file beside path, fsync it (unless sync is false), rename it over path."""
     tmp = "%s.tmp-%d" % (path, os.getpid())
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         _write_all(fd, data)
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.chmod(tmp, mode)
@@ -496,8 +500,8 @@ class SameHostHeaders(HTTPRedirectHandler):
 
 
 class Http(object):
-    """GET and HEAD with the caller's headers, timeout and CA, bounded retries with backoff for 5xx answers and
-    connection errors (never for 4xx)."""
+    """GET and HEAD with the caller's headers, timeout and CA, bounded retries with backoff for 5xx answers (but 501)
+    and connection errors (never for 4xx)."""
 
     def __init__(self, headers=None, timeout=60, retries=3, ca_path=None, backoff=1.0):
         context = ssl.create_default_context(cafile=ca_path) if ca_path else ssl.create_default_context()
@@ -519,7 +523,8 @@ class Http(object):
         except HTTPError as exc:
             status = exc.code
             exc.close()
-            raise HttpFailure(url, status, "HTTP %d %s" % (status, exc.reason), status >= 500) from None
+            retry = status >= 500 and status != 501  # 501 Not Implemented (a method the server has not): for good
+            raise HttpFailure(url, status, "HTTP %d %s" % (status, exc.reason), retry) from None
         except URLError as exc:  # a certificate the CA store does not vouch for is not tried again
             retry = not isinstance(exc.reason, ssl.CertificateError)
             raise HttpFailure(url, None, "connection failed (%s)" % (exc.reason,), retry) from None
@@ -613,12 +618,14 @@ def read_part_meta(meta_path):
     return meta if isinstance(meta, dict) else None
 
 
-def fetch_file(http, url, staged, entry, host, stats):
+def fetch_file(http, url, staged, entry, host, stats, progress=None):
     """Fetch url into staged (a path in the staging tree) and verify it against entry's sha256.
 
     A part left by an interrupted run (staged + .aiinfra-part, its validators in .aiinfra-part.json) for the same
     sha256 is hashed and continued with Range and If-Range; a 200 answer instead of 206 starts over. stats gets
-    bytes_fetched and bytes_resumed added. On a wrong sha256 the part is deleted and WeightsError raised."""
+    bytes_fetched and bytes_resumed added; progress (a Progress) learns the part's length as it grows. On a wrong
+    sha256 the part is deleted and WeightsError raised."""
+    progress = progress or Progress(None, None, stats)
     part, meta_path = part_paths(staged)
     hasher = hashlib.sha256()
     offset = 0
@@ -633,6 +640,7 @@ def fetch_file(http, url, staged, entry, host, stats):
                 os.unlink(leftover)
         meta = {}
     state = {"hasher": hasher, "offset": offset, "meta": meta, "resumed": offset}  # kept unless a 200 starts over
+    progress.at(offset)
 
     def attempt():
         extra = {}
@@ -651,7 +659,7 @@ def fetch_file(http, url, staged, entry, host, stats):
             restart(state, part)  # the part is as long as the file, or longer: ask for all of it
             response = http.open(url)
         try:
-            stream(response, state, part, meta_path, entry, url, host, stats)
+            stream(response, state, part, meta_path, entry, url, host, stats, progress)
         finally:
             response.close()
 
@@ -686,8 +694,9 @@ def restart(state, part):
         pass
 
 
-def stream(response, state, part, meta_path, entry, url, host, stats):
+def stream(response, state, part, meta_path, entry, url, host, stats, progress=None):
     """Write one response's body to the part (appending after a 206), hashing as it goes."""
+    progress = progress or Progress(None, None, stats)
     status = response.status if hasattr(response, "status") else response.getcode()
     headers = response.headers
     if state["offset"] > 0 and status == 206:
@@ -704,15 +713,26 @@ def stream(response, state, part, meta_path, entry, url, host, stats):
     else:
         raise HttpFailure(url, status, "HTTP %d where 200 or 206 was expected" % status, False)
     if entry["size"] is not None and total is not None and total != entry["size"]:
+        by_head = entry.get("size_from") == "HEAD"
         raise WeightsError(
             [
                 problem(
                     "SIZE_MISMATCH",
                     host,
-                    "files",
-                    "%s: %s at %s is %d bytes, not %d as the file list says; nothing was published"
-                    % (host, entry["path"], shown_url(url), total, entry["size"]),
-                    MISMATCH_FIX,
+                    "url" if by_head else "files",
+                    "%s: %s at %s is %d bytes, not %d as %s; nothing was published"
+                    % (
+                        host,
+                        entry["path"],
+                        shown_url(url),
+                        total,
+                        entry["size"],
+                        "the server's HEAD answer said earlier in this run" if by_head else "the file list says",
+                    ),
+                    "the file changed on the mirror during the run, or the server gives HEAD and GET other "
+                    "lengths: run again, or fix the mirror"
+                    if by_head
+                    else MISMATCH_FIX,
                 )
             ]
         )
@@ -739,6 +759,7 @@ def stream(response, state, part, meta_path, entry, url, host, stats):
             state["hasher"].update(block)
             state["offset"] += len(block)
             stats["bytes_fetched"] += len(block)
+            progress.at(state["offset"])
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -863,6 +884,99 @@ def publish(staging, final, store, dir_mode, uid, gid, exchange=None):
     return "fallback"
 
 
+# ---------------------------------------------------------------- progress
+
+
+class Progress(object):
+    """The progress file of one run (the module's progress_file; no path, no file): JSON
+
+    ``{"path", "file", "bytes_done", "bytes_total", "bytes_fetched", "started", "updated", "rate"}`` - the model's
+    path, the file being fetched, the bytes of the model in place (files kept, linked and fetched, and the current
+    file's part), the model's size (null while a size is unknown), the bytes received in this run, when the fetch
+    started and when the file was written (epoch seconds), and bytes_fetched per second since started.
+
+    It is written (temporary file and rename, mode 0600) when the fetch starts, at most once per `every` seconds
+    while it runs, and at the end of each file; removed when the run ends. It is taken under the store's lock (a
+    file left by a killed run is removed then), and removed only by the run that took it. A progress file that
+    cannot be written never fails the fetch."""
+
+    def __init__(self, path, model_path, stats, every=1.0, clock=time.time):
+        self.path = path or None
+        self.model_path = model_path
+        self.stats = stats
+        self.every = every
+        self.clock = clock
+        self.owned = False
+        self.started = None
+        self.total = None
+        self.done = 0
+        self.offset = 0
+        self.file = None
+        self.last = None
+
+    def take(self):
+        """Under the store's lock: this run's from now on; what an earlier run left there is gone."""
+        if self.path:
+            self.owned = True
+            self.remove()
+
+    def start(self, total):
+        self.started = self.clock()
+        self.total = total
+        self.write(force=True)
+
+    def add(self, size):
+        """A file in place without fetching it (kept from an interrupted run, or linked from the published model)."""
+        self.done += size
+
+    def begin_file(self, path):
+        self.file, self.offset = path, 0
+
+    def at(self, offset):
+        """The current file's part holds offset bytes now."""
+        self.offset = offset
+        self.write()
+
+    def end_file(self, size):
+        self.done += size
+        self.offset = 0
+        self.write(force=True)
+
+    def data(self, now):
+        fetched = self.stats.get("bytes_fetched", 0)
+        elapsed = now - self.started
+        return {
+            "path": self.model_path,
+            "file": self.file,
+            "bytes_done": self.done + self.offset,
+            "bytes_total": self.total,
+            "bytes_fetched": fetched,
+            "started": round(self.started, 3),
+            "updated": round(now, 3),
+            "rate": round(fetched / elapsed, 1) if elapsed > 0 else 0.0,
+        }
+
+    def write(self, force=False):
+        if not self.owned or self.started is None:
+            return
+        now = self.clock()
+        if not force and self.last is not None and now - self.last < self.every:
+            return
+        self.last = now
+        try:
+            text = json.dumps(self.data(now), sort_keys=True) + "\n"
+            write_file_atomic(self.path, text.encode("utf-8"), 0o600, sync=False)
+        except OSError:
+            pass  # progress is for the eyes: a full or read-only directory fails the fetch elsewhere, if at all
+
+    def remove(self):
+        if not self.owned:
+            return
+        for leftover in (self.path, "%s.tmp-%d" % (self.path, os.getpid())):
+            with contextlib.suppress(OSError):
+                os.unlink(leftover)
+
+
 # ---------------------------------------------------------------- the whole model
 
 
@@ -877,6 +991,7 @@ def result_base(store, path):
         "seconds": 0.0,
         "rate": 0.0,
         "hashed": [],
+        "sizes_unknown": [],
         "swapped": "none",
         "manifest": os.path.join(store, path, MANIFEST) if store and path else None,
         "problems": [],
@@ -904,7 +1019,37 @@ def check_params(params, host):
             )
     if params.get("verify", "fast") not in VERIFY_MODES:
         out.append(problem("VERIFY", host, "verify", "verify is %r, not fast or full" % (params.get("verify"),)))
+    why = progress_file_error(params.get("progress_file"), store, params.get("path"))
+    if why:
+        out.append(
+            problem(
+                "PROGRESS_FILE",
+                host,
+                "progress_file",
+                why,
+                "give an absolute path outside the model's directory, e.g. <store>/.staging/.progress-<name>.json",
+            )
+        )
     return out
+
+
+def progress_file_error(path, store, model_path):
+    """Why a progress_file is refused, or None (none given is fine): it must be absolute and outside the model's
+    published and staging directories (it would be published, or removed as a leftover)."""
+    if path in (None, ""):
+        return None
+    if not isinstance(path, str) or not os.path.isabs(path):
+        return "progress_file is %r, not an absolute path" % (path,)
+    if isinstance(store, str) and os.path.isabs(store) and model_path_error(model_path) is None:
+        norm = os.path.normpath(path)
+        for inside in (os.path.join(store, model_path), os.path.join(store, STAGING, model_path)):
+            inside = os.path.normpath(inside)
+            if norm == inside or norm.startswith(inside + os.sep):
+                return "progress_file %s is inside %s, where the model's own files go" % (path, inside)
+        retired = os.path.normpath(os.path.join(store, STAGING, RETIRED))
+        if norm == os.path.normpath(os.path.join(store, STAGING, LOCK)) or (norm + os.sep).startswith(retired + os.sep):
+            return "progress_file %s is a path the store's lock or its retired models use" % path
+    return None
 
 
 def converge(params, check_mode=False, exchange=None, backoff=1.0):
@@ -915,6 +1060,7 @@ def converge(params, check_mode=False, exchange=None, backoff=1.0):
     started = time.time()
     host = node_name(params.get("host"))
     result = result_base(params.get("store"), params.get("path"))
+    progress = Progress(params.get("progress_file"), params.get("path"), result)
     try:
         problems = check_params(params, host)
         if problems:
@@ -946,7 +1092,8 @@ def converge(params, check_mode=False, exchange=None, backoff=1.0):
                     ]
                 )
             try:
-                apply(store, model_path, entries, params, http, host, result, uid, gid, exchange)
+                progress.take()
+                apply(store, model_path, entries, params, http, host, result, uid, gid, exchange, progress)
             finally:
                 unlock_store(fd)
     except WeightsError as exc:
@@ -955,6 +1102,8 @@ def converge(params, check_mode=False, exchange=None, backoff=1.0):
         result["problems"] = [
             problem("STORE_IO", host, "store", "%s: %s" % (host, exc), "check the model store's file system")
         ]
+    finally:
+        progress.remove()
     elapsed = time.time() - started
     result["seconds"] = round(elapsed, 3)
     result["rate"] = round(result["bytes_fetched"] / elapsed, 1) if elapsed > 0 else 0.0
@@ -967,14 +1116,9 @@ def plan_only(store, model_path, entries, params, http, host, result):
     refuse_nested(store, model_path, host)
     found = assess(final, entries, params.get("verify", "fast"))
     result["hashed"] = found["hashed"]
+    result["sizes_unknown"] = learn_sizes(found["todo"], {}, params["url"], http, host)
     for entry in found["todo"]:
-        size = entry["size"]
-        if size is None:
-            try:
-                size = http.size(file_url(params["url"], entry["path"]))
-            except HttpFailure as exc:
-                raise WeightsError([http_problem(exc, host, "HEAD")]) from None
-        result["fetched"].append({"path": entry["path"], "size": size})
+        result["fetched"].append({"path": entry["path"], "size": entry["size"]})
     result["reused"] = len(found["good"])
     result["bytes_total"] = sum(r["size"] for r in found["good"].values()) + sum(
         f["size"] or 0 for f in result["fetched"]
@@ -1037,9 +1181,11 @@ def sums_differ(model_dir, entries):
         return True
 
 
-def apply(store, model_path, entries, params, http, host, result, uid, gid, exchange):
+def apply(store, model_path, entries, params, http, host, result, uid, gid, exchange, progress=None):
     """Under the store's lock: nothing when the published model is current; else build the staging tree (links to
-    good files, fetches for the rest) and publish it."""
+    good files, fetches for the rest) and publish it. Files whose size the list does not give are asked for it
+    (HEAD) first, so that the room check and the size check of the fetch know it."""
+    progress = progress or Progress(None, model_path, result)
     file_mode = octal(params.get("mode"), 0o644)
     dir_mode = octal(params.get("directory_mode"), 0o755)
     final = os.path.join(store, model_path)
@@ -1068,16 +1214,19 @@ def apply(store, model_path, entries, params, http, host, result, uid, gid, exch
 
     make_dirs(os.path.dirname(staging), 0o700)
     kept = clean_staging(staging, entries)
+    result["sizes_unknown"] = learn_sizes(found["todo"], kept, params["url"], http, host)
     refuse_without_room(store, staging, model_path, found["todo"], kept, host)
     make_dirs(staging, 0o700)
     recs = dict(kept)
     stats = result  # bytes_fetched and bytes_resumed, counted as they come (a failure still reports them)
     todo = {e["path"] for e in found["todo"]}
+    progress.start(model_size(entries, found, kept))
     for entry in entries:
         target = os.path.join(staging, entry["path"])
         if entry["path"] in kept:
             stats["bytes_resumed"] += kept[entry["path"]]["size"]  # finished by an interrupted run
             result["fetched"].append({"path": entry["path"], "size": kept[entry["path"]]["size"]})
+            progress.add(kept[entry["path"]]["size"])
             continue
         make_dirs(os.path.dirname(target), 0o700)
         if entry["path"] not in todo:
@@ -1090,15 +1239,18 @@ def apply(store, model_path, entries, params, http, host, result, uid, gid, exch
             st = regular_stat(target)
             recs[entry["path"]] = rec if stat_matches(rec, st) else record(entry, st, rec["verified"])
             result["reused"] += 1
+            progress.add(st.st_size)
         else:
             url = file_url(params["url"], entry["path"])
+            progress.begin_file(entry["path"])
             try:
-                fetch_file(http, url, target, entry, host, stats)
+                fetch_file(http, url, target, entry, host, stats, progress)
             except HttpFailure as exc:
                 raise WeightsError([http_problem(exc, host, "fetching %s from" % entry["path"])]) from None
             st = regular_stat(target)
             recs[entry["path"]] = record(entry, st, now_text())
             result["fetched"].append({"path": entry["path"], "size": st.st_size})
+            progress.end_file(st.st_size)
         write_json(os.path.join(staging, MANIFEST), manifest_data(entries, recs, source, revision), 0o600)
     write_file_atomic(os.path.join(staging, SUMS), sums_text(entries).encode("utf-8"), file_mode)
     recs = {e["path"]: refreshed(recs[e["path"]], regular_stat(os.path.join(staging, e["path"]))) for e in entries}
@@ -1110,9 +1262,46 @@ def apply(store, model_path, entries, params, http, host, result, uid, gid, exch
     prune_empty(os.path.dirname(staging), os.path.join(store, STAGING))
 
 
+def learn_sizes(todo, kept, base_url, http, host):
+    """Ask the server (one HEAD each) the size of every file still to fetch whose size the file list does not give
+    (a SHA256SUMS carries none); the size answered goes into the entry, with ``size_from: HEAD``. Returns the paths
+    whose size stays unknown (no Content-Length, or a server refusing HEAD with 405 or 501)."""
+    unknown = []
+    for entry in todo:
+        if entry["path"] in kept or entry.get("size") is not None:
+            continue
+        try:
+            size = http.size(file_url(base_url, entry["path"]))
+        except HttpFailure as exc:
+            if exc.status not in (405, 501):
+                raise WeightsError([http_problem(exc, host, "asking the size of %s at" % entry["path"])]) from None
+            size = None
+        if size is None:
+            unknown.append(entry["path"])
+        else:
+            entry["size"], entry["size_from"] = size, "HEAD"
+    return unknown
+
+
+def model_size(entries, found, kept):
+    """Bytes of the whole model once fetched (files kept, good and to fetch), or None when a size is unknown."""
+    total = 0
+    for entry in entries:
+        if entry["path"] in kept:
+            total += kept[entry["path"]]["size"]
+        elif entry["path"] in found["good"]:
+            total += found["good"][entry["path"]]["size"]
+        elif entry.get("size") is None:
+            return None
+        else:
+            total += entry["size"]
+    return total
+
+
 def room_needed(staging, todo, kept):
-    """Bytes the files still to fetch will add to the store's file system: their sizes (where the list gives them)
-    less what their parts in staging already hold. Good files are hard-linked and take no room."""
+    """Bytes the files still to fetch will add to the store's file system: their sizes (from the list, else from a
+    HEAD; a file of unknown size counts for nothing) less what their parts in staging already hold. Good files are
+    hard-linked and take no room."""
     needed = 0
     for entry in todo:
         if entry["path"] in kept or entry.get("size") is None:

@@ -1,10 +1,17 @@
 """model_registry's seeding, run for real on this machine (local connection): verified copy, idempotent
 re-run, and a tampered source refused before anything is copied."""
 
+import functools
 import hashlib
+import http.server
+import json
 import os
+import re
 import shutil
+import subprocess
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -217,3 +224,173 @@ def test_the_store_check_names_a_model_only_on_the_nodes_where_it_may_run(tmp_pa
     assert f"gpu-2: {OTHER} missing under {tmp_path / 'store-2'}" in out, out[-3000:]
     assert "gpu-1: every model the plan needs is in the store" in out
     assert f"{MODEL} missing" not in out
+
+
+# ---------------------------------------------------------------- progress of a fetch (issue 25)
+
+
+class SlowFiles(http.server.SimpleHTTPRequestHandler):
+    """Files of a directory (GET, HEAD, with Content-Length) at about 2.5 MB/s: a fetch of a few MB takes seconds."""
+
+    def copyfile(self, source, outputfile):
+        while True:
+            block = source.read(64 * 1024)
+            if not block:
+                return
+            outputfile.write(block)
+            time.sleep(0.025)
+
+    def log_message(self, *args):
+        pass
+
+
+class QuietServer(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        pass  # a client gone mid-answer (a fetch stopped on purpose)
+
+
+@pytest.fixture
+def slow_mirror(tmp_path):
+    """A loopback HTTP server of tmp_path/www at about 2.5 MB/s; yields its base URL."""
+    www = tmp_path / "www"
+    www.mkdir()
+    server = QuietServer(("127.0.0.1", 0), functools.partial(SlowFiles, directory=str(www)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield www, "http://127.0.0.1:%d" % server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def slow_model(www, name, size):
+    """www/<name>/ with big.bin (size random bytes), config.json and SHA256SUMS (no sizes, as sha256sum writes)."""
+    model = www / name
+    model.mkdir(parents=True)
+    (model / "big.bin").write_bytes(os.urandom(size))
+    (model / "config.json").write_text("{}\n")
+    (model / "SHA256SUMS").write_text(
+        "".join(
+            "%s  %s\n" % (hashlib.sha256((model / n).read_bytes()).hexdigest(), n) for n in ("big.bin", "config.json")
+        )
+    )
+
+
+def fetch_play(tmp_path, url, name, async_dir, **extra):
+    """ansible-playbook on localhost (local connection): aiinfra.k3s.model_weights of <url>/<name> into
+    tmp_path/store, with a header that must stay secret; returns (process, JSON result)."""
+    inventory = write_inventory(
+        tmp_path / "inv",
+        {
+            "all": {
+                "hosts": {
+                    "gpu-1": {
+                        "ansible_connection": "local",
+                        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                        "ansible_async_dir": str(async_dir),
+                    }
+                }
+            }
+        },
+    )
+    task = {
+        "name": "Fetch the model",
+        "aiinfra.k3s.model_weights": {
+            "store": str(tmp_path / "store"),
+            "path": "org/" + name,
+            "url": "%s/%s" % (url, name),
+            "headers": {"Authorization": "Bearer sekrit-progress-token"},
+            "timeout": 10,
+            **extra,
+        },
+    }
+    playbook = tmp_path / ("fetch-%s.yml" % name)
+    playbook.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": [task]}]))
+    return run_playbook(str(playbook), inventory)
+
+
+PROGRESS_LINE = re.compile(
+    r"^gpu-1: org/(\S+) \d+\.\d\d/(\d+\.\d\d|\?) GB, \d+\.\d MB/s, ETA (\d+|\?) s \((big\.bin|config\.json|-)\)$", re.M
+)
+
+
+@pytest.mark.slow
+def test_progress_interval_shows_the_fetch_as_it_goes(tmp_path, slow_mirror):
+    """Issue 25, item 3: with progress_interval the action plugin runs the module asynchronously and shows a line of
+    progress every second (on stderr: the stdout callback's JSON stays JSON); the result is the module's, the model
+    lands verified, the job's file and the progress file are gone. Without it, no line, no async job."""
+    www, url = slow_mirror
+    slow_model(www, "slow", 6 * 1024 * 1024)  # about 2.5 s
+    async_dir = tmp_path / "async"
+    started = time.monotonic()
+    proc, result = fetch_play(tmp_path, url, "slow", async_dir, progress_interval=1)
+    seconds = time.monotonic() - started
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = PROGRESS_LINE.findall(proc.stderr)
+    assert lines and {found[0] for found in lines} == {"slow"}, proc.stderr[-3000:]
+    assert "sekrit-progress-token" not in proc.stdout + proc.stderr
+    fetched = task_result(result, "Fetch the model")
+    assert fetched["changed"] and fetched["swapped"] == "new" and fetched["problems"] == []
+    assert fetched["bytes_fetched"] == fetched["bytes_total"] == 6 * 1024 * 1024 + 3
+    assert not {"ansible_job_id", "started", "finished", "results_file"} & set(fetched)  # the module's result
+    model = tmp_path / "store" / "org" / "slow"
+    check = subprocess.run(["sha256sum", "--check", "--strict", "SHA256SUMS"], cwd=model, capture_output=True,
+                           timeout=60, check=False)  # fmt: skip
+    assert check.returncode == 0, check.stdout
+    assert sorted(os.listdir(tmp_path / "store" / ".staging")) == [".lock"]  # no progress file left
+    assert async_dir.is_dir() and os.listdir(async_dir) == []  # the job ran there and its file was cleaned up
+    print("progress run: %.1f s, %d lines: %s" % (seconds, len(lines), PROGRESS_LINE.search(proc.stderr).group(0)))
+
+    slow_model(www, "plain", 1024 * 1024)
+    plain_async = tmp_path / "async-plain"
+    proc, result = fetch_play(tmp_path, url, "plain", plain_async)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert not PROGRESS_LINE.search(proc.stderr + proc.stdout)
+    assert not plain_async.exists()  # not run asynchronously
+    plain = task_result(result, "Fetch the model")
+    assert plain["changed"] and plain["problems"] == [] and sorted(plain) == sorted(fetched)
+    assert json.dumps(plain).count("sekrit") == 0
+
+
+@pytest.mark.slow
+def test_progress_interval_keeps_the_failure_of_the_module(tmp_path, slow_mirror):
+    """A fetch that fails on the node (a checksum that does not match) fails the task with the module's problems,
+    as without progress_interval; the progress file and the job's file are gone."""
+    www, url = slow_mirror
+    slow_model(www, "liar", 2 * 1024 * 1024)
+    (www / "liar" / "SHA256SUMS").write_text("%s  big.bin\n%s  config.json\n" % ("0" * 64, "1" * 64))
+    async_dir = tmp_path / "async"
+    proc, result = fetch_play(tmp_path, url, "liar", async_dir, progress_interval=1)
+    assert proc.returncode != 0
+    failed = task_result(result, "Fetch the model")
+    assert failed["failed"] and [p["code"] for p in failed["problems"]] == ["SHA256_MISMATCH"]
+    assert "SHA256_MISMATCH" in failed["msg"] and "ansible_job_id" not in failed
+    assert not (tmp_path / "store" / "org" / "liar").exists()
+    assert [n for n in os.listdir(tmp_path / "store" / ".staging") if n.startswith(".progress")] == []
+    assert os.listdir(async_dir) == []
+
+
+@pytest.mark.slow
+def test_progress_timeout_stops_the_fetch_and_leaves_its_part(tmp_path, slow_mirror):
+    """progress_timeout bounds the asynchronous run: the node's module is stopped (its part stays in staging), the
+    task fails saying so, the progress file is removed; the next run publishes the model (this server has no Range:
+    it starts the file over)."""
+    www, url = slow_mirror
+    slow_model(www, "long", 8 * 1024 * 1024)  # about 3.5 s, longer than the 2 s allowed
+    async_dir = tmp_path / "async"
+    proc, result = fetch_play(tmp_path, url, "long", async_dir, progress_interval=1, progress_timeout=2)
+    assert proc.returncode != 0
+    stopped = task_result(result, "Fetch the model")
+    assert stopped["failed"] and "progress_timeout (2 s)" in stopped["msg"], stopped
+    staging = tmp_path / "store" / ".staging"
+    assert [n for n in os.listdir(staging) if n.startswith(".progress")] == []
+    part = staging / "org" / "long" / "big.bin.aiinfra-part"
+    assert 0 < part.stat().st_size < 8 * 1024 * 1024
+    assert not (tmp_path / "store" / "org" / "long").exists()
+    proc, result = fetch_play(tmp_path, url, "long", async_dir)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    again = task_result(result, "Fetch the model")
+    assert again["swapped"] == "new" and again["problems"] == []
+    assert (tmp_path / "store" / "org" / "long" / "big.bin").read_bytes() == (www / "long" / "big.bin").read_bytes()

@@ -554,3 +554,56 @@ def test_module_downloads_and_check_mode(hub, tmp_path):
     assert rc != 0 and failed["failed"] is True
     assert [p["code"] for p in failed["problems"]] == ["HUB_REVISION_NOT_PINNED"]
     assert hub["shas"]["gated-model"]["v2"] in failed["msg"]
+
+
+def fake_free_room(monkeypatch, under, free):
+    """os.statvfs as a file system with `free` bytes available (rounded up to whole blocks) would answer, for paths
+    under `under` (the boundary: the OS call); other paths get the real answer."""
+    real = os.statvfs
+
+    def statvfs(path):
+        st = real(path)
+        if os.path.abspath(path) == str(under) or os.path.abspath(path).startswith(str(under) + os.sep):
+            fields = list(st)
+            fields[4] = -(-free // st.f_frsize)  # f_bavail
+            return os.statvfs_result(fields)
+        return st
+
+    monkeypatch.setattr(os, "statvfs", statvfs)
+
+
+def test_a_snapshot_that_cannot_fit_is_refused_before_anything_is_downloaded(hub, tmp_path, monkeypatch):
+    """Issue 25, item 4: the listed sizes of the files to download (after the patterns, less the files complete
+    in dest already) against the free room of dest's file system."""
+    repo = hub["repos"]["tiny-model"]
+    shard = lfs_object(repo, SHARDS[1]).stat().st_size
+    dest = tmp_path / "cache" / "snap"
+    plan = hub_snapshot.run(params(hub, dest, ignore_patterns=["README.md"]), check_mode=True)
+    total = plan["bytes_downloaded"]  # what the listing says the patterns keep
+    assert plan["problems"] == [] and total > shard and not dest.exists()
+
+    block = os.statvfs(tmp_path).f_frsize
+    fake_free_room(monkeypatch, tmp_path, total - block)  # a block short
+    for check in (True, False):
+        refused = hub_snapshot.run(params(hub, dest, ignore_patterns=["README.md"]), check_mode=check)
+        assert codes(refused) == ["NO_ROOM"] and refused["problems"][0]["variable"] == "dest"
+        assert (
+            "testorg/tiny-model@" in refused["problems"][0]["problem"]
+            and str(dest) in refused["problems"][0]["problem"]
+        )
+        assert not dest.exists() and not refused["changed"]  # nothing created, nothing downloaded
+
+    fake_free_room(monkeypatch, tmp_path, total)  # room for exactly that
+    fetched = hub_snapshot.run(params(hub, dest, ignore_patterns=["README.md"]))
+    assert fetched["problems"] == [] and fetched["bytes_downloaded"] == total
+    assert sha256sum(dest).returncode == 0
+
+    # One shard gone: only it is needed, whatever the other files take.
+    (dest / SHARDS[1]).unlink()
+    fake_free_room(monkeypatch, tmp_path, shard - block)
+    short = hub_snapshot.run(params(hub, dest, ignore_patterns=["README.md"]))
+    assert codes(short) == ["NO_ROOM"] and not (dest / SHARDS[1]).exists()
+    fake_free_room(monkeypatch, tmp_path, shard)
+    again = hub_snapshot.run(params(hub, dest, ignore_patterns=["README.md"]))
+    assert again["problems"] == [] and [f["path"] for f in again["files"] if f["downloaded"]] == [SHARDS[1]]
+    assert sha256sum(dest).returncode == 0

@@ -1,8 +1,10 @@
 """model_weights against a real nginx on 127.0.0.1 (Range, If-Range, limit_rate, a 500 location): fetch, no-op,
 reuse by hard link, resume after a killed process, stale parts, checksum lies, HTTP errors, check mode, atomic
-replacement and two concurrent runs."""
+replacement, two concurrent runs, sizes asked with HEAD for the room check, and the progress file."""
 
 import hashlib
+import http.server
+import json
 import multiprocessing
 import os
 import shutil
@@ -30,7 +32,7 @@ error_log {d}/error.log warn;
 {user}
 events {{ worker_connections 256; }}
 http {{
-  log_format bytes '$uri $status $body_bytes_sent "$http_range" "$http_if_range"';
+  log_format bytes '$request_method $uri $status $body_bytes_sent "$http_range" "$http_if_range"';
   access_log {d}/access.log bytes;
   client_body_temp_path {d}/tmp/body;
   proxy_temp_path {d}/tmp/proxy;
@@ -108,13 +110,14 @@ class Mirror:
     def url(self, name, where=""):
         return "http://127.0.0.1:%d/%s%s" % (self.port, where, name)
 
-    def log(self, name=None):
-        """[(uri, status, body bytes sent, range, if-range)] of the access log (lines for name's files only)."""
+    def log(self, name=None, method="GET"):
+        """[(uri, status, body bytes sent, range, if-range)] of the access log's requests of that method (all with
+        None), for name's files only when given."""
         out = []
         for line in (self.dir / "access.log").read_text().splitlines():
-            uri, status, sent, rest = line.split(" ", 3)
+            verb, uri, status, sent, rest = line.split(" ", 4)
             rng, if_range = rest[1:-1].split('" "')
-            if name is None or ("/%s/" % name) in uri:
+            if (name is None or ("/%s/" % name) in uri) and method in (None, verb):
                 out.append((uri, int(status), int(sent), rng, if_range))
         return out
 
@@ -404,10 +407,12 @@ def kill_mid_fetch(mirror, store, name, part_bytes):
     return part
 
 
-def logged(mirror, name, uri_end, count):
+def logged(mirror, name, uri_end, count, method="GET"):
+    """The access log's lines of name's requests (of that method) whose URI ends with uri_end, once there are count
+    of them (nginx logs a request after answering it), or after 10 seconds."""
     deadline = time.time() + 10
     while True:
-        lines = [entry for entry in mirror.log(name) if entry[0].endswith(uri_end)]
+        lines = [entry for entry in mirror.log(name, method) if entry[0].endswith(uri_end)]
         if len(lines) >= count or time.time() > deadline:
             return lines
         time.sleep(0.05)
@@ -549,7 +554,7 @@ def test_a_model_that_cannot_fit_is_refused_before_a_byte_moves(mirror, tmp_path
     assert not (store / "org" / "huge").exists()
     assert not list((store / ".staging").rglob("*.aiinfra-part")) if (store / ".staging").exists() else True
     time.sleep(0.2)  # nginx writes its access log line after the answer
-    assert mirror.log("huge") == []
+    assert mirror.log("huge", None) == []  # not even a HEAD
 
 
 def test_check_mode_touches_nothing(mirror, tmp_path):
@@ -694,7 +699,9 @@ def test_cut_connection_retried_and_resumed(mirror, tmp_path):
     files = make_model(mirror, "cut", {"big.bin": os.urandom(BIG)})
     relay = CuttingRelay(mirror.port, BIG // 2)
     try:
-        p = params(mirror, tmp_path / "store", "cut", files=[{"path": "big.bin", "sha256": sha(files["big.bin"])}])
+        # The size given: no HEAD, the relay's first connection is the GET it cuts.
+        listed = [{"path": "big.bin", "sha256": sha(files["big.bin"]), "size": BIG}]
+        p = params(mirror, tmp_path / "store", "cut", files=listed)
         p["url"] = "http://127.0.0.1:%d/cut" % relay.url_port
         result = run(p)
     finally:
@@ -778,3 +785,269 @@ def test_module_through_ansible(mirror, tmp_path):
     assert_model(tmp_path / "store", "module", files)
     rc, result = run_module("aiinfra.k3s.model_weights", dict(args, path="../x"))
     assert rc != 0 and [p["code"] for p in result["problems"]] == ["MODEL_PATH"]
+
+
+# ---------------------------------------------------------------- sizes asked with HEAD, room (issue 25)
+
+
+def test_sizes_the_list_lacks_are_asked_once_each(mirror, tmp_path):
+    """SHA256SUMS gives no sizes: one HEAD per file, then one GET each; a list with sizes needs no HEAD."""
+    files = make_model(mirror, "heads", small_files())
+    result = run(params(mirror, tmp_path / "store", "heads"))
+    assert result["problems"] == [] and result["sizes_unknown"] == []
+    heads = logged(mirror, "heads", "", len(files), method="HEAD")
+    assert sorted(entry[0] for entry in heads) == sorted("/heads/" + p for p in files)
+    assert len(logged(mirror, "heads", "", len(files) + 1)) == len(files) + 1  # SHA256SUMS and each file
+    assert_model(tmp_path / "store", "heads", files)
+    listed = [{"path": p, "sha256": sha(d), "size": len(d)} for p, d in files.items()]
+    again = run(params(mirror, tmp_path / "other", "heads", files=listed))
+    assert again["problems"] == [] and again["swapped"] == "new"
+    time.sleep(0.2)  # nginx writes its access log line after the answer
+    assert len(mirror.log("heads", "HEAD")) == len(files)
+
+
+def fake_free_room(monkeypatch, store, free):
+    """os.statvfs as the store's file system would answer with `free` bytes available (the boundary: the OS call);
+    other paths get the real answer."""
+    real = os.statvfs
+
+    def statvfs(path):
+        st = real(path)
+        if os.path.abspath(path) == str(store) or os.path.abspath(path).startswith(str(store) + os.sep):
+            fields = list(st)
+            fields[4] = free // st.f_frsize  # f_bavail
+            return os.statvfs_result(fields)
+        return st
+
+    monkeypatch.setattr(os, "statvfs", statvfs)
+
+
+@pytest.mark.parametrize("short", [1, 0], ids=["one-block-short", "just-enough"])
+def test_a_url_model_without_sizes_that_cannot_fit_is_refused_before_a_byte_moves(mirror, tmp_path, monkeypatch, short):
+    """Issue 25, item 1: the sizes come from HEAD, so a SHA256SUMS model larger than the free room is refused with
+    NO_ROOM before any file is asked for; with room for exactly it, it is fetched."""
+    name = "roomless-%d" % short
+    files = make_model(mirror, name, small_files())
+    store = tmp_path / "store"
+    frsize = os.statvfs(tmp_path).f_frsize
+    total = sum(len(d) for d in files.values())
+    free = ((total + frsize - 1) // frsize - short) * frsize  # whole blocks: total fits in `free` only when short=0
+    fake_free_room(monkeypatch, store, free)
+    result = run(params(mirror, store, name))
+    heads = logged(mirror, name, "", len(files), method="HEAD")
+    assert len(heads) == len(files)  # one HEAD per file of unknown size, no more
+    if not short:
+        assert result["problems"] == [] and result["swapped"] == "new"
+        assert_model(store, name, files)
+        return
+    assert codes(result) == ["NO_ROOM"] and result["bytes_fetched"] == 0 and not result["changed"]
+    found = result["problems"][0]
+    assert found["variable"] == "store" and found["host"] == "node-a" and name in found["message"]
+    assert not (store / "org" / name).exists()
+    assert [p for p in staging_left(store) if p != ".lock" and p.endswith(mw.PART)] == []
+    time.sleep(0.2)  # nginx writes its access log line after the answer
+    assert [entry[0] for entry in mirror.log(name)] == ["/%s/SHA256SUMS" % name]  # no file was asked for
+
+
+class NoLength(http.server.BaseHTTPRequestHandler):
+    """Serves the files under server.root (GET and HEAD) without Content-Length: HTTP/1.0, the body ends with the
+    connection. With server.head_extra a number, HEAD and GET give a Content-Length, HEAD's that much larger; with
+    server.head_status, HEAD is answered with that status alone."""
+
+    def send_head(self, extra=0):
+        path = os.path.join(self.server.root, self.path.lstrip("/"))
+        if not os.path.isfile(path):
+            self.send_error(404)
+            return None
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        if getattr(self.server, "head_extra", None) is not None:
+            self.send_header("Content-Length", str(os.path.getsize(path) + extra))
+        self.end_headers()
+        return path
+
+    def do_HEAD(self):
+        self.server.heads.append(self.path)
+        if getattr(self.server, "head_status", None):
+            self.send_response(self.server.head_status)
+            self.end_headers()
+            return
+        self.send_head(getattr(self.server, "head_extra", None) or 0)
+
+    def do_GET(self):
+        path = self.send_head()
+        if path:
+            with open(path, "rb") as handle:
+                self.wfile.write(handle.read())
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("head_status", [None, 405, 501], ids=["no-length", "head-405", "head-501"])
+def test_sizes_no_server_gives_are_reported_and_not_counted(mirror, tmp_path, monkeypatch, head_status):
+    """A server without Content-Length (or one refusing HEAD as not allowed or not implemented): the sizes stay
+    unknown, the result names those files, the room check counts nothing for them (as before), and the fetch goes
+    on and is verified by sha256."""
+    files = make_model(mirror, "nolength", small_files())
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NoLength)
+    server.root, server.heads, server.head_status = str(mirror.www), [], head_status
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    store = tmp_path / "store"
+    try:
+        p = dict(params(mirror, store, "nolength"), url="http://127.0.0.1:%d/nolength" % server.server_address[1])
+        dry = run(p, check_mode=True)
+        fake_free_room(monkeypatch, store, 0)
+        result = run(p)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+    assert dry["problems"] == [] and dry["sizes_unknown"] == sorted(files)
+    assert sorted((f["path"], f["size"]) for f in dry["fetched"]) == sorted((path, None) for path in files)
+    assert result["problems"] == [] and result["swapped"] == "new"
+    assert result["sizes_unknown"] == sorted(files)
+    assert sorted(server.heads) == sorted(["/nolength/" + path for path in files] * 2)  # one each, per run
+    assert_model(store, "nolength", files)
+
+
+# ---------------------------------------------------------------- the progress file (issue 25)
+
+
+def test_progress_file_while_fetching_then_removed(mirror, tmp_path):
+    """A slow fetch (nginx's limit_rate) in a child process: the progress file is JSON with the model's numbers,
+    rewritten at most once a second while a file is fetched, mode 0600, and gone when the run ends."""
+    big = BIG * 3 // 4  # about 3 s at the slow location's rate
+    files = make_model(mirror, "progress", {"big.bin": os.urandom(big), "config.json": b"{}\n"})
+    store = tmp_path / "store"
+    progress = store / mw.STAGING / ".progress-org__progress.json"
+    p = params(mirror, store, "progress", "slow/", progress_file=str(progress))
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=concurrent_child, args=(p, queue))
+    child.start()
+    seen, modes = [], set()
+    deadline = time.time() + 60
+    while child.is_alive() and time.time() < deadline:
+        try:
+            text = progress.read_text()
+            modes.add(stat.S_IMODE(progress.stat().st_mode))
+        except OSError:
+            text = None
+        if text:
+            data = json.loads(text)  # replaced in one step: never half written
+            if not seen or data != seen[-1]:
+                seen.append(data)
+        time.sleep(0.02)
+    result = queue.get(timeout=60)
+    child.join(timeout=10)
+    assert result["problems"] == [] and result["swapped"] == "new"
+    assert not progress.exists() and staging_left(store) == [".lock"]
+    total = big + len(files["config.json"])
+    assert seen and modes == {0o600}
+    assert {d["path"] for d in seen} == {"org/progress"} and {d["bytes_total"] for d in seen} == {total}
+    assert len({d["started"] for d in seen}) == 1
+    for data in seen:
+        assert data["bytes_done"] == data["bytes_fetched"]  # a fresh model: all in place was fetched in this run
+        assert 0 <= data["bytes_done"] <= total and data["updated"] >= data["started"]
+    during = [d for d in seen if d["file"] == "big.bin" and 0 < d["bytes_done"] < big]
+    assert len(during) >= 2, seen
+    assert all(b["bytes_done"] > a["bytes_done"] for a, b in zip(during, during[1:]))
+    assert all(b["updated"] - a["updated"] >= 0.99 for a, b in zip(during, during[1:]))  # once a second at most
+    assert all(d["rate"] > 0 for d in during)
+    assert during[-1]["rate"] < 2 * SLOW_RATE  # the run's rate, at the location's limit
+    print("progress: %d snapshots, last %s" % (len(seen), seen[-1]))
+
+
+def test_progress_file_removed_on_failure_left_to_the_run_that_holds_the_lock(mirror, tmp_path):
+    files = small_files()
+    lie = "".join("%s  %s\n" % (sha(b"other" if p == "config.json" else d), p) for p, d in sorted(files.items()))
+    make_model(mirror, "progress-liar", files, sums=lie)
+    store = tmp_path / "store"
+    progress = store / mw.STAGING / ".progress.json"
+    (store / mw.STAGING).mkdir(parents=True)
+    progress.write_text('{"path": "another run"}\n')
+    fd = mw.lock_store(str(store), 1)
+    try:  # another run holds the store: its progress file stays
+        waited = run(params(mirror, store, "progress-liar", lock_timeout=0.3, progress_file=str(progress)))
+    finally:
+        mw.unlock_store(fd)
+    assert codes(waited) == ["LOCK_TIMEOUT"] and progress.read_text() == '{"path": "another run"}\n'
+    failed = run(params(mirror, store, "progress-liar", progress_file=str(progress)))
+    assert codes(failed) == ["SHA256_MISMATCH"] and not progress.exists()
+    progress.write_text('{"path": "a killed run"}\n')  # left by a run that was killed: stale under the lock
+    make_model(mirror, "progress-liar", files)
+    assert run(params(mirror, store, "progress-liar", progress_file=str(progress)))["problems"] == []
+    assert not progress.exists()
+
+
+def test_progress_is_written_once_a_second_and_at_each_file_end(tmp_path):
+    now = [1000.0]
+    stats = {"bytes_fetched": 0}
+    path = tmp_path / "progress.json"
+    progress = mw.Progress(str(path), "org/m", stats, clock=lambda: now[0])
+    progress.start(100)
+    assert not path.exists()  # not taken under the store's lock: nothing written
+    progress.take()
+    progress.start(100)
+    progress.begin_file("a.bin")
+
+    def read():
+        return json.loads(path.read_text())
+
+    assert read() == {
+        "path": "org/m", "file": None, "bytes_done": 0, "bytes_total": 100, "bytes_fetched": 0,
+        "started": 1000.0, "updated": 1000.0, "rate": 0.0,
+    }  # fmt: skip
+    stats["bytes_fetched"] = 10
+    now[0] += 0.5
+    progress.at(10)
+    assert read()["bytes_done"] == 0  # half a second after the last write: not written
+    stats["bytes_fetched"] = 30
+    now[0] += 0.6
+    progress.at(30)
+    assert (read()["bytes_done"], read()["updated"], read()["rate"]) == (30, 1001.1, round(30 / 1.1, 1))
+    stats["bytes_fetched"] = 60
+    progress.add(5)  # a file linked from the published model
+    progress.end_file(55)  # at once: the end of a file is always written
+    assert (read()["bytes_done"], read()["bytes_fetched"]) == (60, 60)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    progress.remove()
+    assert not path.exists() and os.listdir(tmp_path) == []
+    nowhere = mw.Progress(str(tmp_path / "missing" / "p.json"), "org/m", stats)
+    nowhere.take()
+    nowhere.start(None)  # a directory that is not there: no progress, no failure
+    nowhere.remove()
+
+
+@pytest.mark.parametrize(
+    "where", ["relative.json", "store/org/bad/p.json", "store/.staging/org/bad/p.json", "store/.staging/.lock"]
+)
+def test_progress_file_where_the_model_goes_is_refused(mirror, tmp_path, where):
+    store = tmp_path / "store"
+    path = where if where == "relative.json" else str(tmp_path / where)
+    result = run(dict(params(mirror, store, "bad"), progress_file=path))
+    assert codes(result) == ["PROGRESS_FILE"] and result["problems"][0]["variable"] == "progress_file"
+    assert not store.exists()
+
+
+def test_a_length_other_than_the_head_answer_is_refused(mirror, tmp_path):
+    """The size a HEAD gave is the one the fetch must get: a GET of another length is refused (SIZE_MISMATCH, on
+    url: the server, not the list), nothing published."""
+    make_model(mirror, "twofaced", small_files())
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NoLength)
+    server.root, server.heads, server.head_extra = str(mirror.www), [], 7
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    store = tmp_path / "store"
+    try:
+        p = dict(params(mirror, store, "twofaced"), url="http://127.0.0.1:%d/twofaced" % server.server_address[1])
+        result = run(p)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+    assert codes(result) == ["SIZE_MISMATCH"] and result["problems"][0]["variable"] == "url"
+    assert "HEAD" in result["problems"][0]["message"] and result["sizes_unknown"] == []
+    assert not (store / "org" / "twofaced").exists()
