@@ -279,7 +279,7 @@ def mirror_path(nodes, seed_dir, work, rows):
     the same run without models; then to one node only."""
     variables = role_vars(STORES["mirror"], work, seeds=[MODEL], seed_dir=str(seed_dir))
     seconds, _changed, output = run_playbook(role_plays(), variables, work, "mirror", with_output=True)
-    handed = sorted(set(re.findall(r"\(handed on by\s+([\w.-]+)\)", output)))
+    handed = sorted(set(re.findall(r"\(handed\s+on\s+by\s+([\w.-]+)\)", output)))
     rows.append(("new: controller -> 1 node, then node to node (%s)" % (", ".join(handed) or "no peer"), seconds, None))
     rows.append(
         ("new: re-run with the model on every node", *run_playbook(role_plays(), variables, work, "mirror-again"))
