@@ -247,12 +247,13 @@ def test_prune_removes_a_dropped_model_and_holds_the_one_the_nodes_pods_serve(tm
     common = {"model_registry_path": LIVE_STORE, "model_registry_cache_dir": str(tmp_path / "controller-cache"),
               "model_registry_expected_models": []}  # fmt: skip
     try:
-        proc, _result = play(tmp_path, "seed", dict(common, model_registry_seed_dir=str(seed),
-                                                     model_registry_seed_models=[SERVED, DROPPED]))  # fmt: skip
+        seeds = dict(common, model_registry_seed_dir=str(seed), model_registry_seed_models=[SERVED, DROPPED])
+        proc, _result = play(tmp_path, "seed", seeds)
         assert proc.returncode == 0, proc.stdout[-4000:]
         # Both dropped from every list: the served one stays where a pod of the node uses it.
-        proc, result = play(tmp_path, "prune", dict(common, model_registry_prune=True, model_registry_seed_models=[],
-                                                    model_registry_kubeconfig=str(KUBECONFIG)), tasks_from="prune")  # fmt: skip
+        dropped = dict(common, model_registry_prune=True, model_registry_seed_models=[],
+                       model_registry_kubeconfig=str(KUBECONFIG))  # fmt: skip
+        proc, result = play(tmp_path, "prune", dropped, tasks_from="prune")
         assert proc.returncode == 0, proc.stdout[-4000:]
         pruned = {host: res for p in result["plays"] for t in p["tasks"] if "Remove the models no inventory" in t["task"]["name"]
                   for host, res in t["hosts"].items()}  # fmt: skip
