@@ -25,6 +25,8 @@ from ansible.utils.vars import merge_hash
 display = Display()
 
 ACTION_ONLY = ("progress_interval", "progress_timeout")
+# Seconds before the first look at the job (then twice as long each time, up to progress_interval).
+FIRST_POLL = 0.5
 DEFAULT_TIMEOUT = 7200
 # What async_status adds to the job's result (the module's).
 ASYNC_KEYS = ("ansible_job_id", "started", "finished", "results_file")
@@ -116,15 +118,14 @@ class ActionModule(ActionBase):
         async_dir = self._remote_expand_user(self.get_shell_option("async_dir", default="~/.ansible_async"))
 
         deadline = time.monotonic() + timeout + max(30, 2 * interval)
-        tick = time.monotonic()
+        # The job is asked soon, then less and less often, up to once an interval: a fetch of a few files ends in a
+        # second or two and must not wait a whole interval. A progress line goes out once an interval at most.
+        delay = min(FIRST_POLL, interval)
+        next_line = time.monotonic() + interval
         status = {}
         while True:
-            # Every interval seconds from the start, whatever the polling itself took (one line per tick at most).
-            tick += interval
-            now = time.monotonic()
-            if tick < now:
-                tick = now
-            time.sleep(tick - now)
+            time.sleep(delay)
+            delay = min(delay * 2, interval)
             try:
                 status = self.job_status(jid, async_dir, task_vars)
             except Exception as exc:  # pylint: disable=broad-except
@@ -135,6 +136,9 @@ class ActionModule(ActionBase):
                 continue
             if status.get("finished") or time.monotonic() > deadline:
                 break
+            if time.monotonic() < next_line:
+                continue
+            next_line = time.monotonic() + interval
             data = self.read_progress(progress_file, task_vars)
             if data is not None and data.get("path") == model_path:
                 display.display(progress_line(host, data), stderr=True)

@@ -355,6 +355,21 @@ def test_progress_interval_shows_the_fetch_as_it_goes(tmp_path, slow_mirror):
 
 
 @pytest.mark.slow
+def test_a_short_fetch_does_not_wait_for_the_progress_interval(tmp_path, slow_mirror):
+    """The job is asked soon and then less often: a fetch of a second or two with the role's default interval (30 s)
+    or a longer one ends when the module does, and shows no line (none was due)."""
+    www, url = slow_mirror
+    slow_model(www, "quick", 1024 * 1024)
+    started = time.monotonic()
+    proc, result = fetch_play(tmp_path, url, "quick", tmp_path / "async", progress_interval=120)
+    seconds = time.monotonic() - started
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert task_result(result, "Fetch the model")["swapped"] == "new"
+    assert not PROGRESS_LINE.search(proc.stderr)
+    assert seconds < 60, "a short fetch waited for the 120 s interval (%.1f s)" % seconds
+
+
+@pytest.mark.slow
 def test_progress_interval_keeps_the_failure_of_the_module(tmp_path, slow_mirror):
     """A fetch that fails on the node (a checksum that does not match) fails the task with the module's problems,
     as without progress_interval; the progress file and the job's file are gone."""
