@@ -284,8 +284,8 @@ def test_every_node_runs_the_sites_firewall_and_refuses_a_port_outside_the_plan(
         assert (base["hook"], base["policy"]) == ("input", "drop"), node
         unit = in_node(node, "systemctl", "is-enabled", "aiinfra-k3s-firewall.service", check=False).stdout.strip()
         assert unit == "enabled", node
-        # DHCP replies (from the servers' ports only) and the plan's ports.
-        expected = {"68/udp", "546/udp", "22/tcp", "10250/tcp", "9100/tcp", "8472/udp"}
+        # DHCP replies (from the servers' ports only) and the plan's ports (8491: the model weights peers).
+        expected = {"68/udp", "546/udp", "22/tcp", "10250/tcp", "9100/tcp", "8472/udp", "8491/tcp"}
         server_only = {"6443/tcp", "2379-2380/tcp"}
         ports = accepted_ports(node)
         assert ports == (expected | server_only if role == "server" else expected), node
