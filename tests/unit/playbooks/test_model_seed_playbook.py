@@ -389,22 +389,20 @@ def test_progress_interval_keeps_the_failure_of_the_module(tmp_path, slow_mirror
 
 @pytest.mark.slow
 def test_progress_timeout_stops_the_fetch_and_leaves_its_part(tmp_path, slow_mirror):
-    """progress_timeout bounds the asynchronous run: the node's module is stopped (a part stays in staging), the
+    """progress_timeout bounds the asynchronous run: the node's module is stopped (its part stays in staging), the
     task fails saying so, the progress file is removed; the next run publishes the model (this server has no Range:
     it starts the file over)."""
     www, url = slow_mirror
-    slow_model(www, "long", 8 * 1024 * 1024)  # about 3.5 s, longer than the 2 s allowed
+    slow_model(www, "long", 24 * 1024 * 1024)  # about 10 s, longer than the 5 s allowed (room to start when loaded)
     async_dir = tmp_path / "async"
-    proc, result = fetch_play(tmp_path, url, "long", async_dir, progress_interval=1, progress_timeout=2)
+    proc, result = fetch_play(tmp_path, url, "long", async_dir, progress_interval=1, progress_timeout=5)
     assert proc.returncode != 0
     stopped = task_result(result, "Fetch the model")
-    assert stopped["failed"] and "progress_timeout (2 s)" in stopped["msg"], stopped
+    assert stopped["failed"] and "progress_timeout (5 s)" in stopped["msg"], stopped
     staging = tmp_path / "store" / ".staging"
     assert [n for n in os.listdir(staging) if n.startswith(".progress")] == []
     part = staging / "org" / "long" / "big.bin.aiinfra-part"
-    # What the node wrote before it was stopped stays for the next run (on a loaded machine the module may be stopped
-    # before its first byte: then there is no part).
-    assert not part.exists() or part.stat().st_size < 8 * 1024 * 1024
+    assert 0 < part.stat().st_size < 24 * 1024 * 1024
     assert not (tmp_path / "store" / "org" / "long").exists()
     proc, result = fetch_play(tmp_path, url, "long", async_dir)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
