@@ -1,7 +1,7 @@
 """Model weights to the lab's GPU nodes (issue 25): wall time of each way in, at the same N, against the physical
 limit measured in the same run, the no-op re-run, and an interrupted transfer's resume.
 
-    python benchmarks/model_weights.py [--size-gb 4] [--keep]
+    python benchmarks/model_weights.py [--size-gb 4] [--keep] [--ways limit,copy,...] [--repeat 5]
 
 Needs `make lab` up (its GPU nodes are the targets; N is their number). Makes a test model on this machine (one big
 file of 3/4 of --size-gb and many 8 MiB files for the rest, random bytes, SHA256SUMS) and measures, one run each:
@@ -15,7 +15,8 @@ file of 3/4 of --size-gb and many 8 MiB files for the rest, random bytes, SHA256
   to one node;
 - the same without peers (model_registry_peers: false, every node from the controller's mirror, as in 0.2.0);
 - a URL mirror (model_registry_sources source url, nginx from Debian on this machine's lab address);
-- the no-op re-run of the role with the model on every node, against the same run without models;
+- the no-op re-run of the role with the model on every node, against the same run without models (with `noop`:
+  --repeat runs of each, interleaved, and their medians);
 - resume: the URL fetch of the big file cut halfway (the playbook killed while nginx sends at a limited rate), then
   run again; nginx's log gives the bytes sent twice.
 
@@ -60,7 +61,7 @@ STORES = {
 SMALL = 8 << 20
 
 
-WAYS = ("limit", "copy", "mirror", "controller", "url", "resume")
+WAYS = ("limit", "copy", "mirror", "controller", "url", "resume", "noop")
 
 
 def gpu_nodes():
@@ -301,6 +302,34 @@ def mirror_path(nodes, seed_dir, work, rows):
     clear(nodes, STORES["mirror"])
 
 
+def noop_path(nodes, seed_dir, work, rows, repeat):
+    """The model on every node, then `repeat` no-op re-runs with it and `repeat` of the same run without models,
+    interleaved (with, without, with, ...) so that the machine's load falls on both; the medians and their difference."""
+    variables = role_vars(STORES["mirror"], work, seeds=[MODEL], seed_dir=str(seed_dir))
+    rows.append(
+        ("noop: first run (the model to every node)", *run_playbook(role_plays(), variables, work, "noop-seed"))
+    )
+    runs = {"with": [], "without": []}
+    for attempt in range(repeat):
+        seconds, changed = run_playbook(role_plays(), variables, work, "noop-with")
+        if any(changed.values()):
+            raise SystemExit("no-op run %d with the model changed something: %s" % (attempt + 1, changed))
+        runs["with"].append(seconds)
+        runs["without"].append(run_playbook(role_plays(), role_vars(STORES["mirror"], work), work, "noop-without")[0])
+    for name in ("with", "without"):
+        print("[bench] no-op %s the model: %s s" % (name, ", ".join("%.2f" % t for t in runs[name])))
+        rows.append(("noop: re-run %s the model (median of %d)" % (name, repeat), median(runs[name]), None))
+    delta = median(runs["with"]) - median(runs["without"])
+    print("[bench] no-op: the model adds %+.2f s (medians, N=%d)" % (delta, len(nodes)))
+    clear(nodes, STORES["mirror"])
+
+
+def median(values):
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
 def controller_path(nodes, seed_dir, work, rows):
     """Every node from the controller's model_mirror at once (model_registry_peers: false, 0.2.0's way)."""
     variables = dict(
@@ -396,6 +425,7 @@ def main():
     parser.add_argument("--size-gb", type=float, default=4.0)
     parser.add_argument("--keep", action="store_true", help="leave the stores on the nodes")
     parser.add_argument("--ways", default=",".join(WAYS), help="comma-separated subset of %s" % ",".join(WAYS))
+    parser.add_argument("--repeat", type=int, default=5, help="no-op runs of each kind (noop)")
     args = parser.parse_args()
     ways = set(args.ways.split(","))
     nodes = gpu_nodes()
@@ -429,6 +459,8 @@ def main():
             url_path(nodes, address, work, rows)
         if "resume" in ways:
             resume(nodes[0], address, seed_dir, work)
+        if "noop" in ways:
+            noop_path(nodes, seed_dir, work, rows, args.repeat)
     finally:
         if not args.keep:
             for node in nodes:

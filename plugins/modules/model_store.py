@@ -5,9 +5,16 @@
 
 DOCUMENTATION = r"""
 module: model_store
-short_description: List the models of a node's model store and remove those nobody keeps or uses
+short_description: Keep a node's model store, say which models it holds current, remove those nobody keeps or uses
 version_added: 0.2.0
 description:
+  - With O(create=true), creates the store directory (and its missing parents) with O(directory_mode), O(owner) and
+    O(group), and brings an existing store to them; with O(free_space=true), reports the room on its file system in
+    RV(room). One node call does what a role needs before any model moves.
+  - For each model of O(expected), says whether the store holds it current (RV(current)), that is, as
+    M(aiinfra.k3s.model_weights) would leave it unchanged with the same file list, source, revision, O(verify), modes
+    and owner. With O(verify=fast) only the model's manifest and the files' sizes and times are read, no file is
+    hashed, so a role learns which models need a fetch without starting one. The others are in RV(lacking).
   - Lists the models of O(store), the directories holding the manifest that M(aiinfra.k3s.model_weights) writes
     (C(.aiinfra-weights.json)), with their size and the source and revision the manifest records. The listing does
     not descend into a model, never enters C(<store>/.staging) and never follows a symbolic link.
@@ -33,11 +40,50 @@ options:
   keep:
     description:
       - The model paths, relative to O(store), the node is meant to hold (e.g. C(Qwen/Qwen2.5-7B-Instruct)).
-      - Required, so that a forgotten list never reads as "keep nothing". Absolute paths, C(.), C(..) and empty
-        segments, control characters and a first segment C(.staging) are refused.
+      - Required with O(prune=true), so that a forgotten list never reads as "keep nothing"; without it no model is
+        stale. Absolute paths, C(.), C(..) and empty segments, control characters and a first segment C(.staging)
+        are refused.
     type: list
     elements: str
-    required: true
+  create:
+    description: Create the store (and its missing parents) when missing, and give it O(directory_mode), O(owner) and
+      O(group).
+    type: bool
+    default: false
+  directory_mode:
+    description: Mode of the store (with O(create)) and of the directories of the models in O(expected).
+    type: str
+    default: "0755"
+  mode:
+    description: Mode of the files of the models in O(expected).
+    type: str
+    default: "0644"
+  free_space:
+    description: Report the store's file system and the bytes available there in RV(room) (read at the nearest
+      existing parent when the store does not exist, as in check mode).
+    type: bool
+    default: false
+  expected:
+    description:
+      - Models to compare with the store, each a dict with C(path) (the model's directory, relative to O(store)),
+        C(files) (its files, each with C(path), C(sha256) and C(size), as M(aiinfra.k3s.model_weights) takes them),
+        C(source) and C(revision) (what the model's manifest must record). Other keys are ignored, so the entries of
+        the C(aiinfra.k3s.weight_fetches) filter can be given as they are.
+      - A model without C(files) is lacking (its list is not known here, as for a model fetched from a URL mirror).
+    type: list
+    elements: dict
+    default: []
+  verify:
+    description: V(fast) compares the manifest's records with the files' size and mtime; V(full) hashes every file of
+      O(expected).
+    type: str
+    choices: [fast, full]
+    default: fast
+  look_for:
+    description: Paths relative to O(store) whose presence RV(present) reports (a model placed by other means counts).
+    type: list
+    elements: str
+    default: []
   in_use:
     description:
       - Model paths, relative to O(store), that pods use now, never removed (read with M(kubernetes.core.k8s_info) and
@@ -56,16 +102,32 @@ options:
   host:
     description: The name problems give the node; the node's host name when not given.
     type: str
+extends_documentation_fragment:
+  - aiinfra.k3s.ownership
+notes:
+  - O(owner) and O(group) are set on the store (with O(create)) and are the owner the models of O(expected) must have.
 attributes:
   check_mode:
     support: full
-    description: Lists the store and reports in RV(removed) what would be removed; touches nothing, takes no lock.
+    description: Lists the store and reports in RV(removed) what would be removed and in C(changed) whether the store
+      would be created or its mode or owner set; touches nothing, takes no lock.
   diff_mode:
     support: none
     description: RV(removed) lists the model directories removed.
 """
 
 EXAMPLES = r"""
+- name: Create the store, read its room, and find which models need a fetch
+  aiinfra.k3s.model_store:
+    store: /data/model-registry
+    create: true
+    directory_mode: "0755"
+    free_space: true
+    expected:
+      - path: org/tiny
+        files: [{path: config.json, sha256: "{{ '0' * 64 }}", size: 2}]
+        source: controller
+  register: store
 - name: Report the models of the store the inventory no longer names
   aiinfra.k3s.model_store:
     store: /data/model-registry
@@ -119,6 +181,29 @@ unmanaged:
   type: list
   elements: str
   sample: [ngc]
+current:
+  description: The paths of O(expected) the store holds current.
+  returned: always
+  type: list
+  elements: str
+  sample: [Qwen/Qwen2.5-7B-Instruct]
+lacking:
+  description: The paths of O(expected) that need a fetch (missing, incomplete, changed, or given without a file list).
+  returned: always
+  type: list
+  elements: str
+  sample: [meta/llama-3-8b]
+present:
+  description: The paths of O(look_for) that exist in the store.
+  returned: always
+  type: list
+  elements: str
+  sample: [Qwen/Qwen2.5-7B-Instruct]
+room:
+  description: With O(free_space), the C(mount) point of the store's file system and the bytes C(available) there.
+  returned: when O(free_space=true)
+  type: dict
+  sample: {mount: /data, available: 107374182400}
 problems:
   description:
     - One dict per problem with C(code) (STORE, KEEP, IN_USE, LOCK_TIMEOUT, STORE_IO errors; MANIFEST, NOT_REMOVED
@@ -129,24 +214,59 @@ problems:
   elements: dict
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.file_ops import set_attributes
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node.model_store_contents import converge
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.node_files import changes, free_space
+
+
+def keep_store(module, store):
+    """Create the store and its missing parents (check mode: say so) and set its mode and owner; returns changed."""
+    p = module.params
+    missing = changes([store], {}, {}, [])["directories"]
+    changed = bool(missing)
+    if not module.check_mode:
+        for path in missing:  # parents first
+            os.mkdir(path, 0o700)
+    for path in dict.fromkeys([*missing, store]):  # the store is among the missing when it is
+        if os.path.isdir(path):
+            changed = set_attributes(module, path, changed, p["directory_mode"], p["owner"], p["group"])
+    return changed
 
 
 def main():
     module = AnsibleModule(
         argument_spec={
             "store": {"type": "path", "required": True},
-            "keep": {"type": "list", "elements": "str", "required": True},
+            "keep": {"type": "list", "elements": "str"},
             "in_use": {"type": "list", "elements": "str", "default": []},
             "prune": {"type": "bool", "default": False},
             "lock_timeout": {"type": "int", "default": 1800},
             "host": {"type": "str"},
+            "create": {"type": "bool", "default": False},
+            "directory_mode": {"type": "str", "default": "0755"},
+            "mode": {"type": "str", "default": "0644"},
+            "owner": {"type": "str"},
+            "group": {"type": "str"},
+            "free_space": {"type": "bool", "default": False},
+            "expected": {"type": "list", "elements": "dict", "default": []},
+            "verify": {"type": "str", "choices": ["fast", "full"], "default": "fast"},
+            "look_for": {"type": "list", "elements": "str", "default": []},
         },
+        required_if=[("prune", True, ["keep"])],
         supports_check_mode=True,
     )
+    store = os.path.normpath(module.params["store"])
+    created = False
+    if module.params["create"] and os.path.isabs(store):
+        created = keep_store(module, store)
     result = converge(module.params, check_mode=module.check_mode)
+    result["changed"] = result["changed"] or created
+    if module.params["free_space"]:
+        result["room"] = free_space(store)
     errors = [p for p in result["problems"] if p["severity"] == "error"]
     if errors:
         lines = ["%s %s: %s" % (p["severity"].upper(), p["code"], p["message"]) for p in errors]

@@ -26,8 +26,13 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.node.model_weights imp
     MANIFEST,
     RETIRED,
     STAGING,
+    VERIFY_MODES,
+    WeightsError,
+    given_files,
     lock_store,
+    model_current,
     model_path_error,
+    nested_models,
     node_name,
     problem,
     prune_empty,
@@ -54,7 +59,9 @@ def check_params(params, host):
     if not isinstance(store, str) or not os.path.isabs(store):
         out.append(problem("STORE", host, "store", "store is %r, not an absolute path" % (store,)))
     keep = params.get("keep")
-    if not isinstance(keep, list):
+    if keep is None and not params.get("prune"):
+        pass  # only listed: no model is called stale
+    elif not isinstance(keep, list):
         out.append(problem("KEEP", host, "keep", "keep is %r, not a list of model paths" % (keep,), KEEP_FIX))
     else:
         for index, path in enumerate(keep):
@@ -69,6 +76,16 @@ def check_params(params, host):
             why = None if path == WHOLE_STORE else model_path_error(path)
             if why:
                 out.append(problem("IN_USE", host, "in_use", "in_use[%d]: %s" % (index, why), IN_USE_FIX))
+    for index, item in enumerate(params.get("expected") or []):
+        why = model_path_error(item.get("path") if isinstance(item, dict) else None)
+        if why:
+            out.append(problem("EXPECTED", host, "expected", "expected[%d]: %s" % (index, why), KEEP_FIX))
+    for index, path in enumerate(params.get("look_for") or []):
+        why = model_path_error(path)
+        if why:
+            out.append(problem("LOOK_FOR", host, "look_for", "look_for[%d]: %s" % (index, why), KEEP_FIX))
+    if (params.get("verify") or "fast") not in VERIFY_MODES:
+        out.append(problem("VERIFY", host, "verify", "verify is %r, not fast or full" % (params.get("verify"),)))
     timeout = params.get("lock_timeout", 1800)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
         out.append(problem("LOCK_TIMEOUT", host, "lock_timeout", "lock_timeout is %r, not seconds" % (timeout,)))
@@ -193,6 +210,32 @@ def remove_model(store, rel):
     return True
 
 
+def current_models(store, expected, params, host):
+    """(current, lacking): the paths of ``expected`` ([{path, files, source, revision}]) whose published model in the
+    store is what model_weights would leave unchanged with the same files, source, revision, verify, modes and owner
+    (model_weights.model_current: manifest records against stat, no file read with verify fast), and the others. A
+    model given without a file list, a bad list, a model nested in another or a store that cannot be read counts as
+    lacking: model_weights' own run says why."""
+    current, lacking = [], []
+    for item in expected:
+        path = item["path"]
+        try:
+            entries = given_files(item.get("files"), host) if item.get("files") else None
+            good = bool(entries) and not nested_models(store, path)
+            if good:
+                wanted = dict(params, source=item.get("source"), revision=item.get("revision"))
+                good = model_current(store, path, entries, wanted, host)[0]
+        except (WeightsError, OSError, ValueError):
+            good = False
+        (current if good else lacking).append(path)
+    return current, lacking
+
+
+def present_paths(store, paths):
+    """The paths (relative to the store) that exist there, in the order given (a link counts when its target does)."""
+    return [p for p in paths if os.path.exists(os.path.join(store, p))]
+
+
 def result_base():
     return {
         "changed": False,
@@ -202,6 +245,9 @@ def result_base():
         "held": [],
         "unmanaged": [],
         "bytes_removed": 0,
+        "current": [],
+        "lacking": [],
+        "present": [],
         "problems": [],
     }
 
@@ -209,7 +255,7 @@ def result_base():
 def fill(result, listing, keep, in_use, host):
     """Put the listing and its sorting into the result; returns the models to remove (unreadable manifests are
     warned about and kept)."""
-    stale, held, removable = sort_out(listing["models"], keep, in_use)
+    stale, held, removable = sort_out(listing["models"], keep, in_use) if keep is not None else ([], [], [])
     result["models"] = [{k: m[k] for k in ("path", "bytes", "source", "revision")} for m in listing["models"]]
     result["stale"] = [m["path"] for m in stale]
     result["held"] = [m["path"] for m in held]
@@ -240,9 +286,14 @@ def converge(params, check_mode=False):
         result["problems"] = problems
         return result
     store = os.path.normpath(params["store"])
-    keep, in_use = list(params["keep"]), list(params.get("in_use") or [])
+    keep = None if params.get("keep") is None else list(params["keep"])
+    in_use = list(params.get("in_use") or [])
     try:
         removable = fill(result, list_store(store), keep, in_use, host)
+        wanted = {k: params.get(k) for k in ("mode", "directory_mode", "owner", "group")}
+        wanted["verify"] = params.get("verify") or "fast"
+        result["current"], result["lacking"] = current_models(store, params.get("expected") or [], wanted, host)
+        result["present"] = present_paths(store, params.get("look_for") or [])
         if not params.get("prune") or not removable:
             return result
         if check_mode:

@@ -1112,9 +1112,8 @@ def converge(params, check_mode=False, exchange=None, backoff=1.0):
 
 def plan_only(store, model_path, entries, params, http, host, result):
     """Check mode: what would be fetched (sizes from the list, else a HEAD), touching nothing."""
-    final = os.path.join(store, model_path)
     refuse_nested(store, model_path, host)
-    found = assess(final, entries, params.get("verify", "fast"))
+    current, found = model_current(store, model_path, entries, params, host)
     result["hashed"] = found["hashed"]
     result["sizes_unknown"] = learn_sizes(found["todo"], {}, params["url"], http, host)
     for entry in found["todo"]:
@@ -1123,22 +1122,26 @@ def plan_only(store, model_path, entries, params, http, host, result):
     result["bytes_total"] = sum(r["size"] for r in found["good"].values()) + sum(
         f["size"] or 0 for f in result["fetched"]
     )
-    current = not found["todo"] and not found["extras"]
+    result["changed"] = not current
+
+
+def model_current(store, model_path, entries, params, host):
+    """Whether the published <store>/<model_path> is what converging it to entries would leave (every file good, no
+    extra one, the manifest and SHA256SUMS as written, modes and owner as asked), reading no more than assess() does
+    and writing nothing. Returns (current, assess()'s result). params: verify, source, revision, mode,
+    directory_mode, owner, group (the module's names)."""
+    final = os.path.join(store, model_path)
+    found = assess(final, entries, params.get("verify", "fast"))
+    if found["todo"] or found["extras"]:
+        return False, found
     wanted = manifest_data(entries, found["good"], params.get("source"), params.get("revision"))
-    result["changed"] = (
-        not current
-        or not same_manifest(found["manifest"], wanted)
-        or sums_differ(final, entries)
-        or bool(
-            set_tree_attributes(
-                final,
-                octal(params.get("mode"), 0o644),
-                octal(params.get("directory_mode"), 0o755),
-                *owner_ids(params.get("owner"), params.get("group"), host),
-                dry=True,
-            )
-        )
+    if not same_manifest(found["manifest"], wanted) or sums_differ(final, entries):
+        return False, found
+    uid, gid = owner_ids(params.get("owner"), params.get("group"), host)
+    dry = set_tree_attributes(
+        final, octal(params.get("mode"), 0o644), octal(params.get("directory_mode"), 0o755), uid, gid, dry=True
     )
+    return not dry, found
 
 
 def refuse_nested(store, model_path, host):

@@ -95,8 +95,9 @@ def test_seed_copies_verifies_and_is_idempotent(tmp_path):
     assert task_result(result, "Serve the controller's models").get("skipped") is not True
     proc, result = seed(tmp_path, tmp_path / "src", store)
     assert proc.returncode == 0 and stats(result)["changed"] == 0, proc.stdout[-3000:]
-    # The store is complete: the node says so from its manifest, and no mirror is started.
-    assert task_result(result, "Hand the controller's models to the nodes").get("skipped") is True
+    # The store is complete: the store step says so from the manifest, so no weights task (and no mirror) runs.
+    assert task_result(result, "read its room and what it holds")["current"] == [MODEL]
+    assert task_result(result, "Fetch the model weights").get("skipped") is True
     proc, result = seed(tmp_path, tmp_path / "src", store, check=True)
     assert proc.returncode == 0 and stats(result)["changed"] == 0
 

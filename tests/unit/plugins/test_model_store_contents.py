@@ -316,3 +316,127 @@ def test_a_model_named_like_the_lock_leaves_the_lock_alone(tmp_path):
     result = ms.converge(params(store, [], prune=True))
     assert [r["path"] for r in result["removed"]] == [".lock"]
     assert (store / ".staging" / mw.LOCK).is_file()  # the lock file stays; unlinking it would let two runs in
+
+
+# ---------------------------------------------------------------- which expected models the store holds current
+
+
+def listed(model):
+    """The file list of a published model, as the weight_fetches filter gives it (from its SHA256SUMS)."""
+    with open(os.path.join(model, mw.SUMS)) as handle:
+        text = handle.read()
+    return [dict(e) for e in mw.parse_sums(text, "gpu-1")]
+
+
+def sized(files, model):
+    return [dict(f, size=os.path.getsize(os.path.join(model, f["path"]))) for f in files]
+
+
+def touch(model, name):
+    os.utime(os.path.join(model, name), ns=(1, 1))
+
+
+def chmod(model, name):
+    os.chmod(os.path.join(model, name), 0o600)
+
+
+def extra(model, name):
+    with open(os.path.join(model, "unlisted.bin"), "wb") as handle:
+        handle.write(b"x")
+
+
+def append(model, name):
+    with open(os.path.join(model, name), "ab") as handle:
+        handle.write(b"x")
+
+
+# (what is done to the published model or its entry, whether the store holds it current)
+CURRENT_CASES = {
+    "as published": (None, {}, True),
+    "another source": (None, {"source": "controller /srv/other"}, False),
+    "another revision": (None, {"revision": "1" * 40}, False),
+    "a file's time changed": (touch, {}, False),
+    "a file grew": (append, {}, False),
+    "a file's mode changed": (chmod, {}, False),
+    "an unlisted file": (extra, {}, False),
+    "no file list": (None, {"files": None}, False),
+    "another file list": (None, {"files": "other"}, False),
+}
+
+
+@pytest.mark.parametrize("change, entry, current", CURRENT_CASES.values(), ids=list(CURRENT_CASES))
+def test_expected_models_are_current_exactly_when_model_weights_would_change_nothing(
+    tmp_path, monkeypatch, change, entry, current
+):
+    """model_store's answer is model_weights' own check mode (same files, source, revision, modes), read from the
+    manifest and the files' stat: with verify fast no file is hashed."""
+    store = tmp_path / "store"
+    model = publish(store, "org/tiny", source="controller /srv/seed/org/tiny", revision=None)
+    files = sized(listed(model), model)
+    item = {"path": "org/tiny", "files": files, "source": "controller /srv/seed/org/tiny", "revision": None}
+    item.update(entry)
+    if item["files"] == "other":
+        item["files"] = [dict(files[0], sha256="f" * 64), *files[1:]]
+    if change:
+        change(model, "config.json")
+    weights = {
+        "store": str(store),
+        "path": "org/tiny",
+        "url": "http://controller.invalid/org/tiny",
+        "files": item["files"] or None,
+        "source": item["source"],
+        "revision": item["revision"],
+        "mode": "0644",
+        "directory_mode": "0755",
+    }
+    hashed = []
+    monkeypatch.setattr(mw, "sha256_file", lambda *a, **k: hashed.append(a[0]) or hashlib.sha256(b""))
+    result = ms.converge(
+        {"store": str(store), "expected": [item, {"path": "org/absent", "files": files}], "look_for": ["org/tiny"]}
+    )
+    assert (result["current"], result["lacking"]) == (
+        (["org/tiny"], ["org/absent"]) if current else ([], ["org/tiny", "org/absent"])
+    )
+    assert (result["present"], result["stale"], result["problems"], result["changed"]) == (["org/tiny"], [], [], False)
+    assert hashed == []
+    if item["files"]:  # model_weights' check mode says the same (the file list given: no request is sent)
+        assert mw.converge(weights, check_mode=True)["changed"] is not current
+
+
+def test_verify_full_hashes_each_file_of_an_expected_model(tmp_path):
+    store = tmp_path / "store"
+    model = publish(store, "org/tiny", source="s", revision=None)
+    item = {"path": "org/tiny", "files": sized(listed(model), model), "source": "s", "revision": None}
+    assert ms.converge({"store": str(store), "expected": [item], "verify": "full"})["current"] == ["org/tiny"]
+    with open(os.path.join(model, "config.json"), "r+b") as handle:  # same size, other bytes, time set back
+        st = os.fstat(handle.fileno())
+        handle.write(b"X")
+    os.utime(os.path.join(model, "config.json"), ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert ms.converge({"store": str(store), "expected": [item]})["current"] == ["org/tiny"]  # fast: stat only
+    assert ms.converge({"store": str(store), "expected": [item], "verify": "full"})["lacking"] == ["org/tiny"]
+
+
+@pytest.mark.parametrize(
+    "more, codes",
+    [
+        ({"prune": True}, ["KEEP"]),
+        ({"expected": [{"path": "../etc"}]}, ["EXPECTED"]),
+        ({"look_for": ["/etc"]}, ["LOOK_FOR"]),
+        ({"verify": "sometimes"}, ["VERIFY"]),
+    ],
+)
+def test_store_step_parameters_refused(store, more, codes):
+    before = tree(store)
+    result = ms.converge(dict({"store": str(store)}, **more))
+    assert [p["code"] for p in result["problems"]] == codes
+    assert tree(store) == before
+
+
+def test_without_keep_nothing_is_stale(store):
+    result = ms.converge({"store": str(store)})
+    assert (result["stale"], result["problems"]) == ([], [])
+    assert [m["path"] for m in result["models"]] == [
+        "Qwen/Qwen2.5-7B-Instruct",
+        "meta/llama-3-8b",
+        "meta/llama-3-8b-old",
+    ]
