@@ -17,6 +17,11 @@ file of 3/4 of --size-gb and many 8 MiB files for the rest, random bytes, SHA256
 - a URL mirror (model_registry_sources source url, nginx from Debian on this machine's lab address);
 - the no-op re-run of the role with the model on every node, against the same run without models (with `noop`:
   --repeat runs of each, interleaved, and their medians);
+- floor (with `floor`): the least work a verified fetch of the same bytes needs on these nodes, without Ansible or
+  any of the collection's code: nginx (sendfile) on this machine, and on the node a few lines of Python that read
+  1 MiB at a time, hash (hashlib's sha256) and write, fsync at the end; one fetch alone, one per node at once, and
+  two per node at once (the work of 2N nodes on this machine's CPUs and disk). No way in that checks every byte as
+  it lands can beat these on this lab;
 - resume: the URL fetch of the big file cut halfway (the playbook killed while nginx sends at a limited rate), then
   run again; nginx's log gives the bytes sent twice.
 
@@ -26,6 +31,7 @@ the end unless --keep.
 """
 
 import argparse
+import functools
 import hashlib
 import os
 import re
@@ -52,6 +58,7 @@ PLAYBOOK = str(ROOT / ".venv" / "bin" / "ansible-playbook")
 INVENTORY = str(ROOT / "inventories" / "lab")
 MODEL = "bench/model"
 STORES = {
+    "floor": "/data/bench-floor",
     "copy": "/data/bench-copy",
     "controller": "/data/bench-controller",
     "mirror": "/data/bench-mirror",
@@ -61,7 +68,7 @@ STORES = {
 SMALL = 8 << 20
 
 
-WAYS = ("limit", "copy", "mirror", "controller", "url", "resume", "noop")
+WAYS = ("limit", "copy", "mirror", "controller", "url", "resume", "noop", "floor")
 
 
 def gpu_nodes():
@@ -358,6 +365,64 @@ def url_path(nodes, address, work, rows):
     clear(nodes, STORES["url"])
 
 
+# The least a verified fetch does: read 1 MiB at a time, hash, write; fsync at the end (floor_path).
+VERIFIED_FETCH = """import hashlib, os, sys, urllib.request
+digest = hashlib.sha256()
+with urllib.request.urlopen(sys.argv[1], timeout=60) as response, open(sys.argv[2], "wb") as out:
+    for block in iter(lambda: response.read(1 << 20), b""):
+        digest.update(block)
+        out.write(block)
+    out.flush()
+    os.fsync(out.fileno())
+print(digest.hexdigest())
+"""
+
+
+def floor_path(nodes, address, seed_dir, work, rows):
+    """The model's bytes as one file, fetched verified (VERIFIED_FETCH) by one node, by every node at once, and twice by
+    every node at once; each row's time is until the last fetch ends."""
+    big, digest = work / "www" / "floor.bin", hashlib.sha256()
+    with open(big, "wb") as out:
+        for name in sorted(os.listdir(seed_dir / MODEL)):
+            with open(seed_dir / MODEL / name, "rb") as src:
+                for block in iter(functools.partial(src.read, 16 << 20), b""):
+                    digest.update(block)
+                    out.write(block)
+    want = digest.hexdigest()
+    server = nginx(work, address, 18099)
+    url = "http://%s:18099/floor.bin" % address
+    try:
+        for node in nodes:
+            podman("exec", node, "mkdir", "-p", "/data/bench-floor")
+        for label, fetches in (
+            ("1 node", [(nodes[0], 0)]),
+            ("every node at once", [(n, 0) for n in nodes]),
+            ("2 per node at once (the work of %d nodes)" % (2 * len(nodes)), [(n, i) for n in nodes for i in (0, 1)]),
+        ):
+            t0 = time.monotonic()
+            procs = [
+                subprocess.Popen(
+                    ["podman", "exec", node, "python3", "-c", VERIFIED_FETCH, url, "/data/bench-floor/f%d" % i],
+                    env=ENV,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                for node, i in fetches
+            ]
+            digests = [proc.communicate(timeout=1800)[0].strip() for proc in procs]
+            seconds = time.monotonic() - t0
+            if any(d != want for d in digests):
+                raise SystemExit("floor: a fetch did not get the file's bytes: %s" % digests)
+            rows.append(("floor: verified fetch (nginx -> python), %s" % label, seconds, None))
+            for node in nodes:
+                podman("exec", node, "sh", "-c", "rm -f /data/bench-floor/*")
+    finally:
+        stop(server)
+        big.unlink()
+        for node in nodes:
+            podman("exec", node, "rm", "-rf", "/data/bench-floor", check=False)
+
+
 def resume(node, address, seed_dir, work):
     """The URL fetch of the big file cut halfway (nginx at a limited rate; the run killed, and the module writing the
     part on the node, as a crash would), then run again: the bytes nginx sent for the big file, in both runs."""
@@ -461,6 +526,8 @@ def main():
             resume(nodes[0], address, seed_dir, work)
         if "noop" in ways:
             noop_path(nodes, seed_dir, work, rows, args.repeat)
+        if "floor" in ways:
+            floor_path(nodes, address, seed_dir, work, rows)
     finally:
         if not args.keep:
             for node in nodes:

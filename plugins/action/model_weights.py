@@ -25,8 +25,10 @@ from ansible.utils.vars import merge_hash
 display = Display()
 
 ACTION_ONLY = ("progress_interval", "progress_timeout")
-# Seconds before the first look at the job (then twice as long each time, up to progress_interval).
+# Seconds before the first look at the job; then a tenth of the time the job has run (at least this, at most
+# progress_interval), so the end of a fetch is noticed within about 10 % of its time.
 FIRST_POLL = 0.5
+POLL_SHARE = 0.1
 DEFAULT_TIMEOUT = 7200
 # What async_status adds to the job's result (the module's).
 ASYNC_KEYS = ("ansible_job_id", "started", "finished", "results_file")
@@ -119,13 +121,15 @@ class ActionModule(ActionBase):
 
         deadline = time.monotonic() + timeout + max(30, 2 * interval)
         # The job is asked soon, then less and less often, up to once an interval: a fetch of a few files ends in a
-        # second or two and must not wait a whole interval. A progress line goes out once an interval at most.
+        # second or two and must not wait a whole interval, and one of a minute is not left waiting half a minute
+        # more (each look is one call to the node). A progress line goes out once an interval at most.
+        begun = time.monotonic()
         delay = min(FIRST_POLL, interval)
-        next_line = time.monotonic() + interval
+        next_line = begun + interval
         status = {}
         while True:
             time.sleep(delay)
-            delay = min(delay * 2, interval)
+            delay = min(max(FIRST_POLL, POLL_SHARE * (time.monotonic() - begun)), interval)
             try:
                 status = self.job_status(jid, async_dir, task_vars)
             except Exception as exc:  # pylint: disable=broad-except
