@@ -20,8 +20,10 @@ file of 3/4 of --size-gb and many 8 MiB files for the rest, random bytes, SHA256
 - floor (with `floor`): the least work a verified fetch of the same bytes needs on these nodes, without Ansible or
   any of the collection's code: nginx (sendfile) on this machine, and on the node a few lines of Python that read
   1 MiB at a time, hash (hashlib's sha256) and write, fsync at the end; one fetch alone, one on each of 2 and of
-  all N nodes at once, and two per node at once (the work of 2N nodes on this machine's CPUs and disk). No way in that checks every byte as
-  it lands can beat these on this lab;
+  all N nodes at once, and two per node at once (the work of 2N nodes on this machine's CPUs and disk). No way in
+  that checks every byte as it lands can beat these on this lab;
+- scale (with `scale`): node to node and from the URL mirror to the first 2 GPU nodes and to all N (the others left
+  out with --limit), alternating, --repeat times, on the same lab in the same run: time(N)/time(2);
 - resume: the URL fetch of the big file cut halfway (the playbook killed while nginx sends at a limited rate), then
   run again; nginx's log gives the bytes sent twice.
 
@@ -68,7 +70,7 @@ STORES = {
 SMALL = 8 << 20
 
 
-WAYS = ("limit", "copy", "mirror", "controller", "url", "resume", "noop", "floor")
+WAYS = ("limit", "copy", "mirror", "controller", "url", "resume", "noop", "floor", "scale")
 
 
 def gpu_nodes():
@@ -331,6 +333,36 @@ def noop_path(nodes, seed_dir, work, rows, repeat):
     clear(nodes, STORES["mirror"])
 
 
+def scale_path(nodes, address, seed_dir, work, rows, repeat):
+    """Node to node and from the URL mirror, to the first 2 GPU nodes and to all of them, alternating (2, N, 2, N...)
+    `repeat` times each, on the same lab; the medians and time(N)/time(2)."""
+    server = nginx(work, address, 18098)
+    try:
+        source = {"path": MODEL, "source": "url", "url": "http://%s:18098/%s" % (address, MODEL)}
+        ways = (
+            ("node to node", role_vars(STORES["mirror"], work, seeds=[MODEL], seed_dir=str(seed_dir))),
+            ("URL mirror", role_vars(STORES["url"], work, sources=[source])),
+        )
+        counts = sorted({2, len(nodes)})
+        for label, variables in ways:
+            runs = {n: [] for n in counts}
+            for attempt in range(repeat):
+                for n in counts:
+                    name = "scale-%d-%d" % (n, attempt)
+                    runs[n].append(run_playbook(role_plays(), variables, work, name, limit=",".join(nodes[:n]))[0])
+                    clear(nodes, variables["model_registry_path"])
+            for n in counts:
+                print("[bench] scale, %s, N=%d: %s s" % (label, n, ", ".join("%.1f" % t for t in runs[n])))
+                rows.append(("scale: %s, N=%d (median of %d)" % (label, n, repeat), median(runs[n]), None))
+            if len(counts) > 1:
+                print(
+                    "[bench] scale, %s: time(N=%d)/time(N=2) = %.2f"
+                    % (label, counts[-1], median(runs[counts[-1]]) / median(runs[2]))
+                )
+    finally:
+        stop(server)
+
+
 def median(values):
     ordered = sorted(values)
     middle = len(ordered) // 2
@@ -492,7 +524,7 @@ def main():
     parser.add_argument("--size-gb", type=float, default=4.0)
     parser.add_argument("--keep", action="store_true", help="leave the stores on the nodes")
     parser.add_argument("--ways", default=",".join(WAYS), help="comma-separated subset of %s" % ",".join(WAYS))
-    parser.add_argument("--repeat", type=int, default=5, help="no-op runs of each kind (noop)")
+    parser.add_argument("--repeat", type=int, default=5, help="runs of each kind (noop, scale)")
     args = parser.parse_args()
     ways = set(args.ways.split(","))
     nodes = gpu_nodes()
@@ -528,6 +560,8 @@ def main():
             resume(nodes[0], address, seed_dir, work)
         if "noop" in ways:
             noop_path(nodes, seed_dir, work, rows, args.repeat)
+        if "scale" in ways:
+            scale_path(nodes, address, seed_dir, work, rows, args.repeat)
         if "floor" in ways:
             floor_path(nodes, address, seed_dir, work, rows)
     finally:
