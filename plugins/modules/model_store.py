@@ -219,13 +219,18 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node.file_ops import set_attributes
-from ansible_collections.aiinfra.k3s.plugins.module_utils.node.model_store_contents import converge
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.model_store_contents import check_params, converge
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.model_weights import node_name
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node.node_files import changes, free_space
 
 
 def keep_store(module, store):
     """Create the store and its missing parents (check mode: say so) and set its mode and owner; returns changed."""
     p = module.params
+    if os.path.lexists(store) and not os.path.isdir(store):
+        module.fail_json(
+            msg="ERROR STORE: %s exists and is not a directory: move it away or choose another store" % store
+        )
     missing = changes([store], {}, {}, [])["directories"]
     changed = bool(missing)
     if not module.check_mode:
@@ -260,9 +265,16 @@ def main():
         supports_check_mode=True,
     )
     store = os.path.normpath(module.params["store"])
+    host = node_name(module.params["host"])
+    refused = check_params(module.params, host)
+    if refused:  # before the store is created
+        module.fail_json(msg="; ".join("ERROR %s: %s" % (p["code"], p["message"]) for p in refused), problems=refused)
     created = False
-    if module.params["create"] and os.path.isabs(store):
-        created = keep_store(module, store)
+    if module.params["create"]:
+        try:
+            created = keep_store(module, store)
+        except OSError as exc:
+            module.fail_json(msg="ERROR STORE_IO: %s: %s: check the model store's file system" % (host, exc))
     result = converge(module.params, check_mode=module.check_mode)
     result["changed"] = result["changed"] or created
     if module.params["free_space"]:

@@ -42,6 +42,10 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.node.model_weights imp
 
 WHOLE_STORE = "."
 KEEP_FIX = "name each model by its directory relative to the store, e.g. Qwen/Qwen2.5-7B-Instruct"
+EXPECTED_FIX = (
+    "give each model's directory relative to the store, e.g. Qwen/Qwen2.5-7B-Instruct (model_registry_sources)"
+)
+LOOK_FOR_FIX = "give the paths relative to the store (model_registry_expected_models)"
 IN_USE_FIX = "give the model paths relative to the store the pods use (aiinfra.k3s.models_in_use), or '.' for all"
 
 
@@ -79,11 +83,11 @@ def check_params(params, host):
     for index, item in enumerate(params.get("expected") or []):
         why = model_path_error(item.get("path") if isinstance(item, dict) else None)
         if why:
-            out.append(problem("EXPECTED", host, "expected", "expected[%d]: %s" % (index, why), KEEP_FIX))
+            out.append(problem("EXPECTED", host, "expected", "expected[%d]: %s" % (index, why), EXPECTED_FIX))
     for index, path in enumerate(params.get("look_for") or []):
         why = model_path_error(path)
         if why:
-            out.append(problem("LOOK_FOR", host, "look_for", "look_for[%d]: %s" % (index, why), KEEP_FIX))
+            out.append(problem("LOOK_FOR", host, "look_for", "look_for[%d]: %s" % (index, why), LOOK_FOR_FIX))
     if (params.get("verify") or "fast") not in VERIFY_MODES:
         out.append(problem("VERIFY", host, "verify", "verify is %r, not fast or full" % (params.get("verify"),)))
     timeout = params.get("lock_timeout", 1800)

@@ -25,7 +25,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_module
+from conftest import ROOT, run_module, run_playbook, write_inventory
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node import hub_snapshot
 
@@ -607,3 +607,94 @@ def test_a_snapshot_that_cannot_fit_is_refused_before_anything_is_downloaded(hub
     again = hub_snapshot.run(params(hub, dest, ignore_patterns=["README.md"]))
     assert again["problems"] == [] and [f["path"] for f in again["files"] if f["downloaded"]] == [SHARDS[1]]
     assert sha256sum(dest).returncode == 0
+
+
+# ---------------------------------------------------------------- the role with a Hub source (roles/model_registry)
+
+
+def role_run(hub, tmp_path, min_free_gib=0):
+    """roles/model_registry on two GPU hosts with a local connection (127.0.0.1 and .2), each with its own store, a
+    Hub source of tiny-model at its second commit taken through olah: the controller's cache, then node to node."""
+    hosts = {"gpu-1": "127.0.0.1", "gpu-2": "127.0.0.2"}
+    source = {
+        "path": "testorg/tiny-model",
+        "source": "hub",
+        "repo": "testorg/tiny-model",
+        "revision": hub["shas"]["tiny-model"]["v2"],
+        "endpoint": hub["endpoint"],
+    }
+    inventory = write_inventory(
+        tmp_path / "inv",
+        {
+            "all": {
+                "hosts": {
+                    host: {
+                        "ansible_connection": "local",
+                        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                        "k3s_node_ip": address,
+                        "model_registry_path": str(tmp_path / "stores" / host),
+                    }
+                    for host, address in hosts.items()
+                }
+            }
+        },
+        {
+            "site_plan_gpu_hosts": list(hosts),
+            "model_registry_owner": str(os.getuid()),
+            "model_registry_group": str(os.getgid()),
+            "model_registry_min_free_gib": min_free_gib,
+            "model_registry_sources": [source],
+            "model_registry_peer_port": free_port(),
+            "model_registry_mirror_address": "127.0.0.1",
+            "model_registry_mirror_bind": "127.0.0.1",
+            "model_registry_cache_dir": str(tmp_path / "controller-cache"),
+            "model_registry_timeout": 20,
+            "model_registry_transfer_timeout": 120,
+        },
+    )
+    playbook = tmp_path / "hub-role.yml"
+    playbook.write_text(
+        json.dumps([{"hosts": "all", "gather_facts": False, "roles": [{"role": "aiinfra.k3s.model_registry"}]}])
+    )
+    return run_playbook(str(playbook), inventory)
+
+
+def task_results(result, name):
+    return {
+        host: res
+        for play in result["plays"]
+        for task in play["tasks"]
+        if name in task["task"]["name"]
+        for host, res in task["hosts"].items()
+    }
+
+
+def test_the_role_takes_a_hub_revision_to_every_node_and_a_rerun_fetches_nothing(hub, tmp_path):
+    proc, result = role_run(hub, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    for host in ("gpu-1", "gpu-2"):
+        model = tmp_path / "stores" / host / "testorg" / "tiny-model"
+        assert json.loads((model / "config.json").read_text())["hidden_size"] == 128  # v2
+        assert json.loads((model / ".aiinfra-weights.json").read_text())["revision"] == hub["shas"]["tiny-model"]["v2"]
+    # The store step, asked again with the Hub's file lists, found the model lacking on both nodes.
+    assert {h: r["lacking"] for h, r in task_results(result, "with the Hub's file lists").items()} == {
+        "gpu-1": ["testorg/tiny-model"],
+        "gpu-2": ["testorg/tiny-model"],
+    }
+    proc, result = role_run(hub, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert all(s["changed"] == 0 for s in result["stats"].values()), result["stats"]
+    assert {h: r["current"] for h, r in task_results(result, "with the Hub's file lists").items()} == {
+        "gpu-1": ["testorg/tiny-model"],
+        "gpu-2": ["testorg/tiny-model"],
+    }
+    assert all(r.get("skipped") for r in task_results(result, "Fetch the model weights").values())
+
+
+def test_a_node_without_room_fails_before_the_hub_download(hub, tmp_path):
+    proc, result = role_run(hub, tmp_path, min_free_gib=10**7)
+    assert proc.returncode != 0
+    failed = task_results(result, "Check the room on the model store")
+    assert all(r.get("failed") for r in failed.values()) and set(failed) == {"gpu-1", "gpu-2"}, proc.stdout[-3000:]
+    assert "less than model_registry_min_free_gib" in json.dumps(failed)
+    assert not (tmp_path / "controller-cache").exists()  # no Hub request went out

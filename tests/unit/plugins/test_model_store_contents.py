@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+from conftest import run_module
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node import model_store_contents as ms
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node import model_weights as mw
@@ -401,6 +402,9 @@ def test_expected_models_are_current_exactly_when_model_weights_would_change_not
     assert hashed == []
     if item["files"]:  # model_weights' check mode says the same (the file list given: no request is sent)
         assert mw.converge(weights, check_mode=True)["changed"] is not current
+    if current:  # and a real run of model_weights changes nothing (only its lock under .staging) and sends no request
+        before = tree(store / "org")
+        assert (mw.converge(weights)["changed"], tree(store / "org")) == (False, before)
 
 
 def test_verify_full_hashes_each_file_of_an_expected_model(tmp_path):
@@ -421,6 +425,7 @@ def test_verify_full_hashes_each_file_of_an_expected_model(tmp_path):
     [
         ({"prune": True}, ["KEEP"]),
         ({"expected": [{"path": "../etc"}]}, ["EXPECTED"]),
+        ({"expected": [{"files": []}]}, ["EXPECTED"]),
         ({"look_for": ["/etc"]}, ["LOOK_FOR"]),
         ({"verify": "sometimes"}, ["VERIFY"]),
     ],
@@ -440,3 +445,35 @@ def test_without_keep_nothing_is_stale(store):
         "meta/llama-3-8b",
         "meta/llama-3-8b-old",
     ]
+
+
+# ---------------------------------------------------------------- the module's store step (create, room, owner)
+
+STORE_STEP_CASES = {
+    # (what is at the store path before, extra arguments, rc, a word of the message, the store a directory after)
+    "created with its parents": (None, {}, 0, None, True),
+    "a file in the way": ("file", {}, 2, "not a directory", False),
+    "a bad look_for creates nothing": (None, {"look_for": ["../x"]}, 2, "LOOK_FOR", False),
+}
+
+
+@pytest.mark.parametrize("before, more, rc, word, made", STORE_STEP_CASES.values(), ids=list(STORE_STEP_CASES))
+def test_the_store_step_creates_the_store_and_reads_its_room(tmp_path, before, more, rc, word, made):
+    store = tmp_path / "data" / "model-registry"
+    if before == "file":
+        store.parent.mkdir()
+        store.write_text("x")
+    args = dict({"store": str(store), "create": True, "directory_mode": "0750", "free_space": True}, **more)
+    checked_rc, checked = run_module("aiinfra.k3s.model_store", args, check=True)
+    assert not store.is_dir()  # check mode creates nothing
+    got_rc, result = run_module("aiinfra.k3s.model_store", args)
+    assert (checked_rc, got_rc) == (rc, rc), result
+    assert store.is_dir() is made
+    if word:
+        assert word in result["msg"]
+        return
+    assert checked["changed"] and result["changed"]
+    assert oct(store.stat().st_mode & 0o777) == "0o750"
+    assert result["room"]["available"] > 0 and os.path.ismount(result["room"]["mount"])
+    again_rc, again = run_module("aiinfra.k3s.model_store", args)
+    assert (again_rc, again["changed"]) == (0, False)
