@@ -86,6 +86,20 @@ def write_inventory(directory, inventory, group_vars=None):
     return directory
 
 
+def local_gpu_hosts(hosts, stores):
+    """Inventory hosts for GPU nodes run on this machine: {name: loopback address} with a local connection, the
+    playbook's Python, the address as k3s_node_ip and each its own model store under `stores`."""
+    return {
+        host: {
+            "ansible_connection": "local",
+            "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+            "k3s_node_ip": address,
+            "model_registry_path": str(stores / host),
+        }
+        for host, address in hosts.items()
+    }
+
+
 def write_site(directory, servers, gpu_nodes, group_vars=None, link_lab=False, classes=None):
     """A site inventory: servers, GPU agents {name: GPU count} with their time-slicing classes, group_vars
     (or the lab's group_vars linked in)."""

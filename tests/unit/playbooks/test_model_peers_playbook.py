@@ -7,7 +7,7 @@ import socket
 
 import pytest
 import yaml
-from conftest import run_playbook, write_inventory
+from conftest import local_gpu_hosts, run_playbook, write_inventory
 from make_test_airgap import make_model
 
 MODEL = "org/peer-model"
@@ -23,19 +23,7 @@ def free_port():
 def converge(tmp_path, peers=True, limit=None):
     inventory = write_inventory(
         tmp_path / "inv",
-        {
-            "all": {
-                "hosts": {
-                    host: {
-                        "ansible_connection": "local",
-                        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-                        "k3s_node_ip": address,
-                        "model_registry_path": str(tmp_path / "stores" / host),
-                    }
-                    for host, address in HOSTS.items()
-                }
-            }
-        },
+        {"all": {"hosts": local_gpu_hosts(HOSTS, tmp_path / "stores")}},
         {
             "site_plan_gpu_hosts": list(HOSTS),
             "model_registry_owner": str(os.getuid()),

@@ -25,7 +25,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_module, run_playbook, write_inventory
+from conftest import ROOT, local_gpu_hosts, run_module, run_playbook, write_inventory
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node import hub_snapshot
 
@@ -625,19 +625,7 @@ def role_run(hub, tmp_path, min_free_gib=0):
     }
     inventory = write_inventory(
         tmp_path / "inv",
-        {
-            "all": {
-                "hosts": {
-                    host: {
-                        "ansible_connection": "local",
-                        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-                        "k3s_node_ip": address,
-                        "model_registry_path": str(tmp_path / "stores" / host),
-                    }
-                    for host, address in hosts.items()
-                }
-            }
-        },
+        {"all": {"hosts": local_gpu_hosts(hosts, tmp_path / "stores")}},
         {
             "site_plan_gpu_hosts": list(hosts),
             "model_registry_owner": str(os.getuid()),
