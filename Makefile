@@ -30,7 +30,7 @@ CLUSTER_INVENTORY ?= inventories/lab
 LITELLM_VENV := $(CACHE)/litellm-venv
 OLAH_VENV    := $(CACHE)/olah-venv
 
-.PHONY: locks help venv links gateway runtime crd-deps test-tools docs-check lab lab-bundle lab-live lab-up lab-down lab-status test lint yamllint ansible-lint ruff sanity unit molecule bench clean kube-build cluster cluster-down live charts versions
+.PHONY: locks help venv links gateway runtime crd-deps test-tools docs-check lab lab-bundle lab-live lab-up lab-down lab-status builds test lint yamllint ansible-lint ruff sanity unit molecule bench clean kube-build cluster cluster-down live charts versions
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -182,10 +182,37 @@ molecule: venv links ## Molecule scenarios on lab nodes
 	failed=; for s in $(MOLECULE_SCENARIOS); do $(BIN)/molecule test -s $$s || failed="$$failed $$s"; done; \
 	if [ -n "$$failed" ]; then echo "[molecule] failed scenarios:$$failed" >&2; exit 1; fi
 
+# The builds the gateway, live, lab-live and molecule parts need, in one target. The LiteLLM venv comes first: gateway
+# installs it too when missing, and must never find it half made.
+builds: venv links $(LITELLM_VENV)/.installed kube-build ## Every build the gateway, live, lab and Molecule parts need: Kubernetes, helm, the lab's node components (Traefik among them), images and bundle, the node image, the LiteLLM venv (cached under .cache/)
+	$(BIN)/python -m lab.nodes.k3sbundle build
+	$(BIN)/python -m lab.nodes.labctl image
+
 # runtime comes before the Go builds: its vLLM venv and the Go caches need not be on disk together (lab/diskuse.py,
 # which prints the free space after each part and, with AIINFRA_CI_PRUNE=1 as .ci/run sets, drops spent caches).
-test: venv links ## Everything CI runs: lint, sanity, runtime, unit, gateway, live, lab-live, molecule (each part's wall time)
-	@for t in lint sanity runtime kube-build unit gateway live lab-live molecule; do \
+# unit, live and gateway leave about one of the two cores idle (one test at a time, waits on the API server), so
+# `make builds` runs alongside them at the lowest CPU priority, from the start of unit; its output goes to
+# .cache/builds.log and is printed once it ends. A part that needs a build still running waits for it (each cache
+# has a build lock: lab.build_lock); lab-live, the first part that needs them all, waits for the whole target.
+TEST_PARTS := lint sanity runtime unit live gateway lab-live molecule
+BUILDS_FROM := unit
+BUILDS_BEFORE := lab-live
+BUILDS_LOG := $(CACHE)/builds.log
+test: venv links ## Everything CI runs: lint, sanity, runtime, unit, live, gateway (the builds alongside), lab-live, molecule (each part's wall time)
+	@# apt-get runs here, before the parts: the test tools and the builds' host packages are never installed at once
+	@$(MAKE) --no-print-directory test-tools && $(BIN)/python -m lab.nodes.labctl host-packages
+	@bg=; trap 'if [ -n "$$bg" ]; then kill -- -$$bg 2>/dev/null || true; fi' EXIT; \
+	for t in $(TEST_PARTS); do \
+	  if [ "$$t" = $(BUILDS_BEFORE) ] && [ -n "$$bg" ]; then \
+	    w0=$$(date +%s); rc=0; wait $$bg || rc=$$?; bg=; cat "$(BUILDS_LOG)"; \
+	    echo "[time] waited for make builds: $$(( $$(date +%s) - w0 ))s"; \
+	    if [ $$rc != 0 ]; then echo "[test] make builds failed (rc $$rc): its output is above" >&2; exit $$rc; fi; \
+	  fi; \
+	  if [ "$$t" = $(BUILDS_FROM) ]; then \
+	    echo "[test] make builds runs alongside $$t and the parts after it until $(BUILDS_BEFORE) at the lowest CPU priority: $(BUILDS_LOG)"; \
+	    setsid bash -c 'b0=$$(date +%s); rc=0; nice -n 19 $(MAKE) --no-print-directory builds >"$(BUILDS_LOG)" 2>&1 || rc=$$?; \
+	      echo "[time] make builds (alongside the tests): $$(( $$(date +%s) - b0 ))s" >>"$(BUILDS_LOG)"; exit $$rc' & bg=$$!; \
+	  fi; \
 	  t0=$$(date +%s); $(MAKE) --no-print-directory $$t; echo "[time] make $$t: $$(( $$(date +%s) - t0 ))s"; \
 	  $(BIN)/python -m lab.diskuse after $$t; \
 	done

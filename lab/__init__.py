@@ -21,8 +21,11 @@ Only the standard library is imported here and by the modules the lab runs befor
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import importlib
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -54,3 +57,17 @@ def collection_module(name: str) -> ModuleType:
         sys.path.append(str(COLLECTIONS))
     dotted = ".".join(found[0].relative_to(ROOT).with_suffix("").parts)
     return importlib.import_module(f"ansible_collections.aiinfra.k3s.{dotted}")
+
+
+@contextlib.contextmanager
+def build_lock(cache: Path, log: Callable[[str], None], what: str) -> Iterator[None]:
+    """One build of a cache at a time on this machine: `make test` runs `make builds` alongside its tests, whose
+    targets may ask for the same build (a second caller waits, then finds it cached)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    with (cache / ".lock").open("w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"waiting for another {what} build to finish")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield

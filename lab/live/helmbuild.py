@@ -25,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import lab
 from lab import ROOT
 from lab.live import kubebuild  # the lab tools share one way of asking the module proxy
 
@@ -140,6 +141,11 @@ def helm_path(version: str = HELM_VERSION) -> Path:
 
 def build(version: str = HELM_VERSION) -> Path:
     """The cached helm binary of `version`, built first when missing."""
+    with lab.build_lock(CACHE, log, "helm"):
+        return _build_locked(version)
+
+
+def _build_locked(version: str) -> Path:
     out = helm_path(version)
     if out.is_file() and os.access(out, os.X_OK):
         log(f"cached: {out} (helm {version}); nothing built")

@@ -36,6 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import lab
 from lab import ROOT
 from lab.pins import PinError, read_pin
 
@@ -320,6 +321,11 @@ def bin_dir(k3s_version: str) -> Path:
 
 
 def build(k3s_version: str) -> Path:
+    with lab.build_lock(CACHE, log, "Kubernetes"):
+        return _build_locked(k3s_version)
+
+
+def _build_locked(k3s_version: str) -> Path:
     kube = kubernetes_version(k3s_version)
     out = bin_dir(k3s_version)
     if all((out / name).is_file() for name in BINARIES):

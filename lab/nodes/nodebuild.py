@@ -47,7 +47,6 @@ name; a second run builds nothing and says "cached". Only the standard library i
 from __future__ import annotations
 
 import argparse
-import fcntl
 import hashlib
 import json
 import os
@@ -57,6 +56,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import lab
 from lab import ROOT
 from lab.live import crds, kubebuild
 from lab.live.kubebuild import BuildError
@@ -586,8 +586,7 @@ def build(k3s_version: str, part: str | None = None) -> Path:
     """Every binary of the recipe in one directory (or, with part, only that component's, in its own)."""
     os.environ.update(GOOS="linux", GOARCH="amd64")  # kubebuild.go_env() copies os.environ
     CACHE.mkdir(parents=True, exist_ok=True)
-    with (CACHE / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time: there are only two cores
+    with lab.build_lock(CACHE, Log.line, "node components"):  # one build at a time: there are only two cores
         if part is None:
             return _build_locked(k3s_version)
         comps, _out = plan(k3s_version)

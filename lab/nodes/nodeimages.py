@@ -54,8 +54,6 @@ and package names, not their versions.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import hashlib
 import io
 import json
@@ -70,6 +68,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import lab
 from lab import ROOT
 from lab.live import helmbuild
 from lab.nodes import labctl
@@ -679,17 +678,9 @@ def point_latest(out: Path) -> None:
     tmp.replace(LATEST)
 
 
-@contextlib.contextmanager
 def build_lock():
     """One build at a time on this machine (lab/nodes/k3sbundle.py calls build() too)."""
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with (CACHE / ".lock").open("w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log("waiting for another nodeimages build to finish")
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
+    return lab.build_lock(CACHE, log, "nodeimages")
 
 
 def archive_dirs() -> list[Path]:
