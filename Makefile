@@ -182,9 +182,11 @@ molecule: venv links ## Molecule scenarios on lab nodes
 	failed=; for s in $(MOLECULE_SCENARIOS); do $(BIN)/molecule test -s $$s || failed="$$failed $$s"; done; \
 	if [ -n "$$failed" ]; then echo "[molecule] failed scenarios:$$failed" >&2; exit 1; fi
 
-# The builds the gateway, live, lab-live and molecule parts need, in one target. The LiteLLM venv comes first: gateway
-# installs it too when missing, and must never find it half made.
+# The builds the gateway, live, lab-live and molecule parts need, in one target, in the order `make test` needs them:
+# the LiteLLM venv first (gateway installs it too when missing, and must never find it half made), Kubernetes and
+# helm (live), Traefik (gateway), then the lab's other node components, images and bundle, and the node image.
 builds: venv links $(LITELLM_VENV)/.installed kube-build ## Every build the gateway, live, lab and Molecule parts need: Kubernetes, helm, the lab's node components (Traefik among them), images and bundle, the node image, the LiteLLM venv (cached under .cache/)
+	$(BIN)/python -m lab.nodes.nodebuild build --part traefik
 	$(BIN)/python -m lab.nodes.k3sbundle build
 	$(BIN)/python -m lab.nodes.labctl image
 
