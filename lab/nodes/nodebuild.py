@@ -586,21 +586,35 @@ def build(k3s_version: str, part: str | None = None) -> Path:
     """Every binary of the recipe in one directory (or, with part, only that component's, in its own)."""
     os.environ.update(GOOS="linux", GOARCH="amd64")  # kubebuild.go_env() copies os.environ
     CACHE.mkdir(parents=True, exist_ok=True)
-    with lab.build_lock(CACHE, Log.line, "node components"):  # one build at a time: there are only two cores
-        if part is None:
-            return _build_locked(k3s_version)
+    wanted = []
+    if part is not None:
         comps, _out = plan(k3s_version)
         wanted = [c for c in comps if c.name == part and all(c.binaries.values())]
         if not wanted:
             raise BuildError(f"no component {part!r} built here; one of {', '.join(c.name for c in comps[3:])}")
+        # A part built already is read without the lock: _build_part renames it into place whole, and the whole
+        # recipe's build (make builds, alongside make test's parts) may hold the lock long after it built this part.
+        done = built_part(wanted[0], kubebuild.go_version())
+        if done is not None:
+            return done
+    with lab.build_lock(CACHE, Log.line, "node components"):  # one build at a time: there are only two cores
+        if part is None:
+            return _build_locked(k3s_version)
         return _build_part(wanted[0], kubebuild.go_version())
+
+
+def built_part(comp: Component, go_version: str) -> Path | None:
+    """The directory of the component's binaries when all of them are built, else None."""
+    out = CACHE / "parts" / part_key(comp, go_version)
+    return out if all((out / name).is_file() for name in comp.binaries) else None
 
 
 def _build_part(comp: Component, go_version: str) -> Path:
     """One component's binaries in .cache/node/parts/KEY (built once; the bundle's build reuses them)."""
+    done = built_part(comp, go_version)
+    if done is not None:
+        return done
     out = CACHE / "parts" / part_key(comp, go_version)
-    if all((out / name).is_file() for name in comp.binaries):
-        return out
     tmp_out = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp_out, ignore_errors=True)
     tmp_out.mkdir(parents=True)
