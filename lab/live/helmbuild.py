@@ -141,6 +141,11 @@ def helm_path(version: str = HELM_VERSION) -> Path:
 
 def build(version: str = HELM_VERSION) -> Path:
     """The cached helm binary of `version`, built first when missing."""
+    out = helm_path(version)
+    if out.is_file() and os.access(out, os.X_OK):  # built: read without waiting for a build that holds the lock
+        log(f"cached: {out} (helm {version}); nothing built")
+        return out
+    module_info(HELM_MODULE, version)  # refuses an unserved version at once, not after another build's lock
     with lab.build_lock(CACHE, log, "helm"):
         return _build_locked(version)
 

@@ -321,6 +321,12 @@ def bin_dir(k3s_version: str) -> Path:
 
 
 def build(k3s_version: str) -> Path:
+    # The version is checked (a tag, served) and the cache read before the lock: a bad version fails at once and a
+    # built cache is used even while another build of this machine holds the lock.
+    out = bin_dir(k3s_version)
+    if all((out / name).is_file() for name in BINARIES):
+        log(f"cached: {out} (Kubernetes {kubernetes_version(k3s_version)}, kwok {KWOK_VERSION}); nothing built")
+        return out
     with lab.build_lock(CACHE, log, "Kubernetes"):
         return _build_locked(k3s_version)
 
