@@ -72,22 +72,18 @@ def make_variable(text: str, name: str) -> str:
 
 
 def test_each_pruned_cache_is_read_by_no_later_part_of_make_test():
-    """The Makefile's `test` order decides what may go: vLLM after runtime (before the Go builds start alongside
-    the tests), the Go caches after lab-live, the last part that builds from Go (after the builds have ended)."""
+    """The Makefile's `test` order decides what may go: vLLM after runtime (which precedes the Go builds), the Go
+    caches after lab-live, the last part that builds from Go."""
     text = (ROOT / "Makefile").read_text()
-    order = make_variable(text, "TEST_PARTS").split()
-    builds_from, builds_before = make_variable(text, "BUILDS_FROM"), make_variable(text, "BUILDS_BEFORE")
     assert "for t in $(TEST_PARTS); do" in text
+    order = make_variable(text, "TEST_PARTS").split()
     assert set(diskuse.PRUNE_AFTER) <= set(order)
-    # the parts that run go while the builds may still run or after them: the builds alongside the tests (from
-    # BUILDS_FROM to BUILDS_BEFORE, which waits for them), kube-build as a prerequisite of gateway, live and
-    # lab-live, the CRD and Traefik builds of unit and gateway, lab-live's bundle
-    alongside = set(order[order.index(builds_from) : order.index(builds_before) + 1])
-    readers = {"vllm-venv": {"runtime"}, "go-build": alongside | {"unit", "gateway", "live", "lab-live"}}
+    # the parts that run go (kube-build's builds, also a prerequisite of gateway, live and lab-live; the CRD and Traefik
+    # builds of unit and gateway; lab-live's node build)
+    readers = {"vllm-venv": {"runtime"}, "go-build": {"kube-build", "unit", "gateway", "live", "lab-live"}}
     readers["go-mod"] = readers["go-build"]
     for stage, names in diskuse.PRUNE_AFTER.items():
         later = order[order.index(stage) + 1 :]
         for name in names:
             assert not readers[name] & set(later), (name, stage, later)
-    # the vLLM venv is gone before the Go caches start to fill
-    assert order.index("runtime") < order.index(builds_from) < order.index(builds_before)
+    assert order.index("runtime") < order.index("kube-build")
