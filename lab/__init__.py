@@ -61,8 +61,8 @@ def collection_module(name: str) -> ModuleType:
 
 @contextlib.contextmanager
 def build_lock(cache: Path, log: Callable[[str], None], what: str) -> Iterator[None]:
-    """One build of a cache at a time on this machine: `make test` runs `make builds` alongside its tests, whose
-    targets may ask for the same build (a second caller waits, then finds it cached)."""
+    """One build of a cache at a time on this machine (e.g. `make builds` run beside a part that asks for the same
+    build): a second caller waits, then finds it cached."""
     cache.mkdir(parents=True, exist_ok=True)
     with (cache / ".lock").open("w") as handle:
         try:

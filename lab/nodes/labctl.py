@@ -7,7 +7,6 @@ network, reached by Ansible over SSH as a non-root user with passwordless sudo, 
     python -m lab.nodes.labctl up --servers 1 --gpu-agents 2  start/reconcile nodes, write inventories/lab/hosts.yml
     python -m lab.nodes.labctl down                           remove nodes, network, inventory and keys
     python -m lab.nodes.labctl status                         list lab nodes
-    python -m lab.nodes.labctl host-packages                  install podman, debootstrap, zstd... if missing
 
 Podman is pointed at lab/nodes/containers.conf through CONTAINERS_CONF (runc, cgroupfs, no ulimits).
 Only the standard library is used, so the lab works before the project venv exists.
@@ -615,7 +614,6 @@ def main(argv: list[str] | None = None) -> int:
     dwn = sub.add_parser("down", help="remove the lab")
     dwn.add_argument("--kubeconfig", default=None, help="the lab's admin kubeconfig, removed with it")
     sub.add_parser("status", help="list lab nodes")
-    sub.add_parser("host-packages", help="install the host packages the lab needs (apt-get) if any is missing")
     sub.add_parser("hash", help="print the image tag the recipe gives")
     dev = sub.add_parser("device-plugins", help="run the stand-in device plugin on the inventory's GPU nodes")
     dev.add_argument("--bin", required=True, help="directory with aiinfra-lab-device-plugin (lab/nodes/nodebuild.py)")
@@ -637,8 +635,6 @@ def main(argv: list[str] | None = None) -> int:
             down(Path(args.kubeconfig) if args.kubeconfig else None)
         elif args.cmd == "status":
             status()
-        elif args.cmd == "host-packages":
-            ensure_host_packages()
         elif args.cmd == "hash":
             print(image_tag()[0])
         elif args.cmd == "device-plugins":
