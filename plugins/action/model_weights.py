@@ -108,8 +108,15 @@ class ActionModule(ActionBase):
             chosen = True
         progress_file = args.get("progress_file")
 
+        # The module stops itself at progress_timeout (its run_timeout); async_wrapper's kill comes a grace later, for
+        # a module that cannot (a read hanging up to its timeout). The kill is not enough alone: async_wrapper
+        # kills the process group it sets after forking, and a module started before that is not in it.
+        grace = max(30, 2 * interval)
+        own_limit = args.get("run_timeout") in (None, "")
+        if own_limit:
+            args["run_timeout"] = timeout
         saved = self._task.async_val
-        self._task.async_val = timeout  # the async_wrapper's limit; the task stays a plain one for the executor
+        self._task.async_val = timeout + grace  # the async_wrapper's limit; the task stays a plain one for the executor
         try:
             started = self._execute_module(module_args=args, task_vars=task_vars, wrap_async=True)
         finally:
@@ -119,7 +126,7 @@ class ActionModule(ActionBase):
             return started
         async_dir = self._remote_expand_user(self.get_shell_option("async_dir", default="~/.ansible_async"))
 
-        deadline = time.monotonic() + timeout + max(30, 2 * interval)
+        deadline = time.monotonic() + timeout + 2 * grace
         # The job is asked soon, then less and less often, up to once an interval: a fetch of a few files ends in a
         # second or two and must not wait a whole interval, and one of a minute is not left waiting half a minute
         # more (each look is one call to the node). A progress line goes out once an interval at most.
@@ -152,8 +159,9 @@ class ActionModule(ActionBase):
                 self.remove_file(progress_file, task_vars)
             return {
                 "failed": True,
-                "msg": "model_weights did not end within progress_timeout (%s s); the next run resumes the fetch"
-                % timeout,
+                "msg": "model_weights was not seen to end within progress_timeout (%s s) and %s s more; its job %s "
+                "may still run on the node, holding the store's lock: the next run waits for it, then resumes the "
+                "fetch" % (timeout, 2 * grace, jid),
                 "ansible_job_id": jid,
             }
         try:
@@ -165,10 +173,18 @@ class ActionModule(ActionBase):
         except Exception as exc:  # pylint: disable=broad-except
             display.vvvv("model_weights: removing the job file of %s failed (%s)" % (host, to_text(exc)))
         out = {key: value for key, value in status.items() if key not in ASYNC_KEYS}
-        if status.get("failed") and status.get("msg") == "Timeout exceeded":  # async_wrapper's words: it killed it
+        stopped = [p for p in out.get("problems") or [] if isinstance(p, dict) and p.get("code") == "RUN_TIMEOUT"]
+        if own_limit and stopped:  # the module stopped itself at the limit this action gave it
+            for found in stopped:
+                found["variable"] = "progress_timeout"
             out["msg"] = (
-                "model_weights ran longer than progress_timeout (%s s) and was stopped; the next run resumes the "
-                "fetch" % timeout
+                "model_weights ran longer than progress_timeout (%s s) and stopped; nothing was published, the next "
+                "run resumes the fetch" % timeout
+            )
+        elif status.get("failed") and status.get("msg") == "Timeout exceeded":  # async_wrapper's words: it killed it
+            out["msg"] = (
+                "model_weights ran longer than progress_timeout (%s s) and %s s more, and was killed; the next run "
+                "resumes the fetch" % (timeout, grace)
             )
             if chosen:
                 self.remove_file(progress_file, task_vars)  # the module could not remove it

@@ -107,6 +107,15 @@ options:
         10) seconds between tries. A 4xx answer (or 501 Not Implemented) is not tried again.
     type: int
     default: 3
+  run_timeout:
+    description:
+      - Seconds the run may fetch. Once past them, the module stops between two reads (or instead of trying a
+        request again), publishes nothing and fails with a C(RUN_TIMEOUT) problem; what it fetched stays in staging
+        and the next run resumes it. The time waiting for the store's lock (O(lock_timeout)) counts too, but the
+        wait itself is bounded by O(lock_timeout) alone.
+      - With O(progress_interval), the action plugin sets it to O(progress_timeout) when it is not given.
+      - Not given - no limit.
+    type: int
   lock_timeout:
     description: Seconds to wait for another run holding the store's lock.
     type: int
@@ -142,7 +151,10 @@ options:
   progress_timeout:
     description:
       - Handled by the action plugin. Seconds the asynchronous run may take with O(progress_interval) before it
-        is stopped (the task's C(async) value for that run); the fetch resumes on the next run.
+        is stopped; the fetch resumes on the next run.
+      - The module stops itself at that time (it gets it as O(run_timeout), unless that is given); async_wrapper's
+        limit for the job is 30 seconds (or two intervals, if more) later, for a module that could not stop itself
+        (a read that hangs up to O(timeout)).
     type: int
     default: 7200
 extends_documentation_fragment:
@@ -251,8 +263,8 @@ manifest:
 problems:
   description:
     - Why the run failed, one dict per problem with C(code) (MODEL_PATH, STORE, URL, MODE, VERIFY, FILES,
-      SUMS_ENTRY, HTTP, SHA256_MISMATCH, SIZE_MISMATCH, NESTED_MODEL, OWNER, LOCK_TIMEOUT, STORE_IO, NO_ROOM,
-      PROGRESS_FILE), C(severity),
+      SUMS_ENTRY, HTTP, SHA256_MISMATCH, SIZE_MISMATCH, NESTED_MODEL, OWNER, LOCK_TIMEOUT, RUN_TIMEOUT,
+      RUN_TIMEOUT_VALUE, STORE_IO, NO_ROOM, PROGRESS_FILE), C(severity),
       C(host), C(variable), C(message), C(problem) (the same text, for the problem_line filter) and C(fix); empty on
       success.
     - Nothing is published when there are problems; parts fetched stay in staging for the next run.
@@ -289,6 +301,7 @@ def main():
             "directory_mode": {"type": "raw", "default": "0755"},
             "timeout": {"type": "int", "default": 60},
             "retries": {"type": "int", "default": 3},
+            "run_timeout": {"type": "int"},
             "lock_timeout": {"type": "int", "default": 1800},
             "ca_path": {"type": "path"},
             "host": {"type": "str"},

@@ -499,17 +499,47 @@ class SameHostHeaders(HTTPRedirectHandler):
         return new
 
 
+class RunTimeout(object):
+    """The run's own time limit (the module's run_timeout): once past it, the fetch stops between two reads (or
+    instead of a retry) with a RUN_TIMEOUT problem; what was fetched stays in staging for the next run. None: no
+    limit. The run stops itself rather than counting on being killed: async_wrapper kills only the process group it
+    set, which a module started before that setpgid is not in."""
+
+    def __init__(self, seconds, host, clock=time.monotonic):
+        self.seconds = seconds
+        self.host = host
+        self.clock = clock
+        self.until = clock() + seconds if seconds else None
+
+    def check(self, doing):
+        """Raise WeightsError (RUN_TIMEOUT) when the run is past its limit; doing says what it was doing."""
+        if self.until is not None and self.clock() > self.until:
+            raise WeightsError(
+                [
+                    problem(
+                        "RUN_TIMEOUT",
+                        self.host,
+                        "run_timeout",
+                        "%s: the run stopped after run_timeout (%s s) while %s; nothing was published"
+                        % (self.host, self.seconds, doing),
+                        "run again: the next run resumes what was fetched (or raise run_timeout)",
+                    )
+                ]
+            )
+
+
 class Http(object):
     """GET and HEAD with the caller's headers, timeout and CA, bounded retries with backoff for 5xx answers (but 501)
-    and connection errors (never for 4xx)."""
+    and connection errors (never for 4xx); no retry once past the run's time limit (limit, a RunTimeout)."""
 
-    def __init__(self, headers=None, timeout=60, retries=3, ca_path=None, backoff=1.0):
+    def __init__(self, headers=None, timeout=60, retries=3, ca_path=None, backoff=1.0, limit=None):
         context = ssl.create_default_context(cafile=ca_path) if ca_path else ssl.create_default_context()
         self.opener = build_opener(HTTPSHandler(context=context), SameHostHeaders())
         self.headers = dict(headers or {})
         self.timeout = timeout
         self.retries = max(0, int(retries))
         self.backoff = backoff
+        self.limit = limit or RunTimeout(None, None)
 
     def open(self, url, method="GET", extra=None):
         """The response (2xx) of one request; raises HttpFailure."""
@@ -541,6 +571,7 @@ class Http(object):
             except HttpFailure as exc:
                 if not exc.retryable or attempt >= self.retries:
                     raise
+                self.limit.check("trying %s again after: %s" % (shown_url(exc.url), exc.reason))
             attempt += 1
             time.sleep(min(10.0, self.backoff * (2 ** (attempt - 1))))
 
@@ -659,7 +690,7 @@ def fetch_file(http, url, staged, entry, host, stats, progress=None):
             restart(state, part)  # the part is as long as the file, or longer: ask for all of it
             response = http.open(url)
         try:
-            stream(response, state, part, meta_path, entry, url, host, stats, progress)
+            stream(response, state, part, meta_path, entry, url, host, stats, progress, http.limit)
         finally:
             response.close()
 
@@ -694,9 +725,11 @@ def restart(state, part):
         pass
 
 
-def stream(response, state, part, meta_path, entry, url, host, stats, progress=None):
-    """Write one response's body to the part (appending after a 206), hashing as it goes."""
+def stream(response, state, part, meta_path, entry, url, host, stats, progress=None, limit=None):
+    """Write one response's body to the part (appending after a 206), hashing as it goes; limit (a RunTimeout) is
+    checked before each block is written, so that a stopped run's part holds whole blocks it hashed."""
     progress = progress or Progress(None, None, stats)
+    limit = limit or RunTimeout(None, host)
     status = response.status if hasattr(response, "status") else response.getcode()
     headers = response.headers
     if state["offset"] > 0 and status == 206:
@@ -755,6 +788,7 @@ def stream(response, state, part, meta_path, entry, url, host, stats, progress=N
                 ) from None
             if not block:
                 break
+            limit.check("fetching %s (%d bytes of it in staging)" % (entry["path"], state["offset"]))
             _write_all(fd, block)
             state["hasher"].update(block)
             state["offset"] += len(block)
@@ -1019,6 +1053,17 @@ def check_params(params, host):
             )
     if params.get("verify", "fast") not in VERIFY_MODES:
         out.append(problem("VERIFY", host, "verify", "verify is %r, not fast or full" % (params.get("verify"),)))
+    limit = params.get("run_timeout")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
+        out.append(
+            problem(
+                "RUN_TIMEOUT_VALUE",
+                host,
+                "run_timeout",
+                "run_timeout is %r, not a positive number of seconds" % (limit,),
+                "give run_timeout in seconds, or leave it out for no limit",
+            )
+        )
     why = progress_file_error(params.get("progress_file"), store, params.get("path"))
     if why:
         out.append(
@@ -1070,7 +1115,12 @@ def converge(params, check_mode=False, exchange=None, backoff=1.0):
         result["manifest"] = os.path.join(store, model_path, MANIFEST)
         uid, gid = owner_ids(params.get("owner"), params.get("group"), host)
         http = Http(
-            params.get("headers"), params.get("timeout", 60), params.get("retries", 3), params.get("ca_path"), backoff
+            params.get("headers"),
+            params.get("timeout", 60),
+            params.get("retries", 3),
+            params.get("ca_path"),
+            backoff,
+            RunTimeout(params.get("run_timeout"), host),
         )
         entries = expected_entries(params, http, host)
         if check_mode:

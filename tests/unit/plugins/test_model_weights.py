@@ -736,6 +736,9 @@ def test_resume_through_a_redirect(mirror, tmp_path):
         ({"url": "ftp://127.0.0.1/x"}, "URL"),
         ({"store": "relative/store"}, "STORE"),
         ({"verify": "sometimes"}, "VERIFY"),
+        ({"run_timeout": 0}, "RUN_TIMEOUT_VALUE"),
+        ({"run_timeout": -5}, "RUN_TIMEOUT_VALUE"),
+        ({"run_timeout": True}, "RUN_TIMEOUT_VALUE"),
     ],
 )
 def test_bad_params_touch_nothing(mirror, tmp_path, extra, code):
@@ -980,6 +983,47 @@ def test_progress_file_removed_on_failure_left_to_the_run_that_holds_the_lock(mi
     make_model(mirror, "progress-liar", files)
     assert run(params(mirror, store, "progress-liar", progress_file=str(progress)))["problems"] == []
     assert not progress.exists()
+
+
+def test_run_timeout_stops_the_fetch_itself_and_the_next_run_resumes(mirror, tmp_path):
+    """run_timeout: the run stops itself between two reads once past it (no one kills it), publishes nothing, keeps
+    its part and removes its progress file; the next run resumes the part with a Range request."""
+    big = BIG  # about 4 s at the slow location's rate
+    files = make_model(mirror, "limited", {"big.bin": os.urandom(big), "config.json": b"{}\n"})
+    store = tmp_path / "store"
+    progress = store / mw.STAGING / ".progress-limited.json"
+    (store / mw.STAGING).mkdir(parents=True)
+    stopped = run(params(mirror, store, "limited", "slow/", run_timeout=1, progress_file=str(progress)))
+    assert codes(stopped) == ["RUN_TIMEOUT"], stopped["problems"]
+    found = stopped["problems"][0]
+    assert found["variable"] == "run_timeout" and "run_timeout (1 s)" in found["message"]
+    assert "big.bin" in found["message"]  # stopped while fetching the big file, not at its end (about 4 s)
+    assert not stopped["changed"] and not (store / "org" / "limited").exists() and not progress.exists()
+    part = store / mw.STAGING / "org" / "limited" / "big.bin.aiinfra-part"
+    kept = part.stat().st_size
+    assert 0 < kept < big and kept == stopped["bytes_fetched"]
+    assert part.read_bytes() == files["big.bin"][:kept]  # what was read was written: the resumed hash holds
+    resumed = run(params(mirror, store, "limited", "slow/"))
+    assert resumed["problems"] == [] and resumed["swapped"] == "new"
+    assert resumed["bytes_resumed"] == kept and resumed["bytes_fetched"] == big - kept + len(files["config.json"])
+    last = logged(mirror, "limited", "/big.bin", 2)[-1]
+    assert last[1] == 206 and last[3] == "bytes=%d-" % kept
+    assert_model(store, "limited", files)
+
+
+def test_run_timeout_is_not_waited_out_by_retries(tmp_path):
+    """A mirror that fails: the retries stop at run_timeout instead of going on (the run would sleep 1, 2, 4 ...)."""
+    store = tmp_path / "store"
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # nothing listens: each try is refused at once
+    p = {"store": str(store), "path": "org/none", "url": "http://127.0.0.1:%d/none" % port, "timeout": 2,
+         "retries": 50, "host": "node-a", "run_timeout": 1}  # fmt: skip
+    started = time.monotonic()
+    result = mw.converge(p, backoff=0.4)
+    # Not HTTP: the 50 retries (minutes of backoff) were not waited out.
+    assert codes(result) == ["RUN_TIMEOUT"] and "trying" in result["problems"][0]["message"], result["problems"]
+    print("stopped after %.1f s of retries" % (time.monotonic() - started))
 
 
 def test_progress_is_written_once_a_second_and_at_each_file_end(tmp_path):
