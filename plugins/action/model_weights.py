@@ -108,11 +108,13 @@ class ActionModule(ActionBase):
             chosen = True
         progress_file = args.get("progress_file")
 
-        # The module stops itself at progress_timeout (its run_timeout); async_wrapper's kill comes a grace later, for
-        # a module that cannot (a read hanging up to its timeout). The kill is not enough alone: async_wrapper
-        # kills the process group it sets after forking, and a module started before that is not in it.
+        # The module stops itself at progress_timeout (its run_timeout, unless a shorter one is given); async_wrapper's
+        # kill comes a grace later, for a module that cannot (hashing a large model it already holds). The kill is
+        # not enough alone: async_wrapper kills the process group it sets after forking, and a module started before
+        # that is not in it.
         grace = max(30, 2 * interval)
-        own_limit = args.get("run_timeout") in (None, "")
+        given = option_int(args, "run_timeout", None)
+        own_limit = given is None or given > timeout
         if own_limit:
             args["run_timeout"] = timeout
         saved = self._task.async_val
@@ -181,10 +183,11 @@ class ActionModule(ActionBase):
                 "model_weights ran longer than progress_timeout (%s s) and stopped; nothing was published, the next "
                 "run resumes the fetch" % timeout
             )
-        elif status.get("failed") and status.get("msg") == "Timeout exceeded":  # async_wrapper's words: it killed it
-            out["msg"] = (
-                "model_weights ran longer than progress_timeout (%s s) and %s s more, and was killed; the next run "
-                "resumes the fetch" % (timeout, grace)
+        elif status.get("failed") and status.get("msg") == "Timeout exceeded":  # async_wrapper's words: it killed
+            out["msg"] = (  # the process group it set, which the module may not be in (then it stops at its limit)
+                "model_weights ran longer than progress_timeout (%s s) and %s s more, and async_wrapper killed its "
+                "job; the module stops at its own limit if the kill missed it, and publishes nothing after it. The "
+                "next run resumes the fetch" % (timeout, grace)
             )
             if chosen:
                 self.remove_file(progress_file, task_vars)  # the module could not remove it

@@ -109,11 +109,14 @@ options:
     default: 3
   run_timeout:
     description:
-      - Seconds the run may fetch. Once past them, the module stops between two reads (or instead of trying a
-        request again), publishes nothing and fails with a C(RUN_TIMEOUT) problem; what it fetched stays in staging
-        and the next run resumes it. The time waiting for the store's lock (O(lock_timeout)) counts too, but the
-        wait itself is bounded by O(lock_timeout) alone.
-      - With O(progress_interval), the action plugin sets it to O(progress_timeout) when it is not given.
+      - Seconds the run may take. Once past them, the module stops between two reads, instead of trying a request
+        again, after the store's lock is taken, or before publishing; it publishes nothing and fails with a
+        C(RUN_TIMEOUT) problem. What it fetched stays in staging and the next run resumes it. Near the limit a
+        request waits for the server only until the limit (and a second), not the whole O(timeout).
+      - The wait for the store's lock is bounded by O(lock_timeout) alone; a run past its limit once it has the
+        lock stops there. A published model that is current is left as it is (its manifest and modes fixed).
+      - With O(progress_interval), the action plugin sets it to O(progress_timeout) when it is not given or is
+        longer; the problem's C(variable) is then C(progress_timeout).
       - Not given - no limit.
     type: int
   lock_timeout:
@@ -152,9 +155,9 @@ options:
     description:
       - Handled by the action plugin. Seconds the asynchronous run may take with O(progress_interval) before it
         is stopped; the fetch resumes on the next run.
-      - The module stops itself at that time (it gets it as O(run_timeout), unless that is given); async_wrapper's
-        limit for the job is 30 seconds (or two intervals, if more) later, for a module that could not stop itself
-        (a read that hangs up to O(timeout)).
+      - The module stops itself at that time (it gets it as O(run_timeout), unless a shorter one is given);
+        async_wrapper's limit for the job is 30 seconds (or two intervals, if more) later, for a module that could
+        not stop itself (hashing a large model it already holds).
     type: int
     default: 7200
 extends_documentation_fragment:

@@ -511,6 +511,10 @@ class RunTimeout(object):
         self.clock = clock
         self.until = clock() + seconds if seconds else None
 
+    def left(self):
+        """Seconds left before the limit (None: no limit)."""
+        return None if self.until is None else max(0.0, self.until - self.clock())
+
     def check(self, doing):
         """Raise WeightsError (RUN_TIMEOUT) when the run is past its limit; doing says what it was doing."""
         if self.until is not None and self.clock() > self.until:
@@ -520,9 +524,9 @@ class RunTimeout(object):
                         "RUN_TIMEOUT",
                         self.host,
                         "run_timeout",
-                        "%s: the run stopped after run_timeout (%s s) while %s; nothing was published"
+                        "%s: the run stopped at its time limit (%s s) while %s; nothing was published"
                         % (self.host, self.seconds, doing),
-                        "run again: the next run resumes what was fetched (or raise run_timeout)",
+                        "run again: the next run resumes what was fetched (or allow the run more time)",
                     )
                 ]
             )
@@ -548,8 +552,10 @@ class Http(object):
             req.add_unredirected_header(str(key), str(value))
         for key, value in (extra or {}).items():
             req.add_header(key, value)  # Range and If-Range follow a redirect
+        left = self.limit.left()  # near the run's limit, a silent server is not waited for the whole timeout
+        timeout = self.timeout if left is None else max(1.0, min(self.timeout, left + 1.0))
         try:
-            return self.opener.open(req, timeout=self.timeout)
+            return self.opener.open(req, timeout=timeout)
         except HTTPError as exc:
             status = exc.code
             exc.close()
@@ -573,7 +579,9 @@ class Http(object):
                     raise
                 self.limit.check("trying %s again after: %s" % (shown_url(exc.url), exc.reason))
             attempt += 1
-            time.sleep(min(10.0, self.backoff * (2 ** (attempt - 1))))
+            wait = min(10.0, self.backoff * (2 ** (attempt - 1)))
+            left = self.limit.left()
+            time.sleep(wait if left is None else min(wait, left + 0.01))  # past the limit, the next check stops it
 
     def read_small(self, url, limit=SUMS_LIMIT):
         def work():
@@ -1265,6 +1273,7 @@ def apply(store, model_path, entries, params, http, host, result, uid, gid, exch
         prune_empty(os.path.dirname(staging), os.path.join(store, STAGING))
         return
 
+    http.limit.check("waiting for the store's lock and reading the published model")
     make_dirs(os.path.dirname(staging), 0o700)
     kept = clean_staging(staging, entries)
     result["sizes_unknown"] = learn_sizes(found["todo"], kept, params["url"], http, host)
@@ -1310,6 +1319,7 @@ def apply(store, model_path, entries, params, http, host, result, uid, gid, exch
     write_json(os.path.join(staging, MANIFEST), manifest_data(entries, recs, source, revision), file_mode)
     set_tree_attributes(staging, file_mode, dir_mode, uid, gid)
     result["bytes_total"] = sum(r["size"] for r in recs.values())
+    http.limit.check("about to publish %s (every file is in staging)" % model_path)
     result["swapped"] = publish(staging, final, store, dir_mode, uid, gid, exchange)
     result["changed"] = True
     prune_empty(os.path.dirname(staging), os.path.join(store, STAGING))

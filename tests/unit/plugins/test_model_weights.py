@@ -988,15 +988,15 @@ def test_progress_file_removed_on_failure_left_to_the_run_that_holds_the_lock(mi
 def test_run_timeout_stops_the_fetch_itself_and_the_next_run_resumes(mirror, tmp_path):
     """run_timeout: the run stops itself between two reads once past it (no one kills it), publishes nothing, keeps
     its part and removes its progress file; the next run resumes the part with a Range request."""
-    big = BIG  # about 4 s at the slow location's rate
+    big = BIG  # about 4 s at the slow location's rate, more than the 2 s allowed
     files = make_model(mirror, "limited", {"big.bin": os.urandom(big), "config.json": b"{}\n"})
     store = tmp_path / "store"
     progress = store / mw.STAGING / ".progress-limited.json"
     (store / mw.STAGING).mkdir(parents=True)
-    stopped = run(params(mirror, store, "limited", "slow/", run_timeout=1, progress_file=str(progress)))
+    stopped = run(params(mirror, store, "limited", "slow/", run_timeout=2, progress_file=str(progress)))
     assert codes(stopped) == ["RUN_TIMEOUT"], stopped["problems"]
     found = stopped["problems"][0]
-    assert found["variable"] == "run_timeout" and "run_timeout (1 s)" in found["message"]
+    assert found["variable"] == "run_timeout" and "time limit (2 s)" in found["message"]
     assert "big.bin" in found["message"]  # stopped while fetching the big file, not at its end (about 4 s)
     assert not stopped["changed"] and not (store / "org" / "limited").exists() and not progress.exists()
     part = store / mw.STAGING / "org" / "limited" / "big.bin.aiinfra-part"
@@ -1021,9 +1021,28 @@ def test_run_timeout_is_not_waited_out_by_retries(tmp_path):
          "retries": 50, "host": "node-a", "run_timeout": 1}  # fmt: skip
     started = time.monotonic()
     result = mw.converge(p, backoff=0.4)
-    # Not HTTP: the 50 retries (minutes of backoff) were not waited out.
+    seconds = time.monotonic() - started
+    # Not HTTP: the 50 retries (about 7 minutes of backoff) were not waited out.
     assert codes(result) == ["RUN_TIMEOUT"] and "trying" in result["problems"][0]["message"], result["problems"]
-    print("stopped after %.1f s of retries" % (time.monotonic() - started))
+    assert seconds < 60, seconds
+
+
+def test_a_run_past_its_limit_after_the_lock_wait_publishes_nothing(mirror, tmp_path):
+    """The lock wait is bounded by lock_timeout alone; a run that got the lock past its run_timeout stops there, before
+    a byte moves, and the next run publishes."""
+    files = make_model(mirror, "late", small_files())
+    store = tmp_path / "store"
+    fd = mw.lock_store(str(store), 1)  # another run holds the store for 2.5 s
+    releaser = threading.Timer(2.5, mw.unlock_store, args=(fd,))
+    releaser.start()
+    try:
+        late = run(params(mirror, store, "late", run_timeout=1, lock_timeout=60))
+    finally:
+        releaser.join(timeout=10)
+    assert codes(late) == ["RUN_TIMEOUT"] and "lock" in late["problems"][0]["message"], late["problems"]
+    assert late["bytes_fetched"] == 0 and not (store / "org" / "late").exists()
+    assert run(params(mirror, store, "late"))["swapped"] == "new"
+    assert_model(store, "late", files)
 
 
 def test_progress_is_written_once_a_second_and_at_each_file_end(tmp_path):
