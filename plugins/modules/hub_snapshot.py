@@ -169,7 +169,8 @@ no_op:
 problems:
   description:
     - Every problem, each with C(code), C(severity), C(host) (the name of the machine that ran the module),
-      C(variable) (the option to look at), C(problem) and C(fix). Codes -
+      C(variable) (the option to look at), C(message), C(problem) (the same text, for the problem_line filter) and
+      C(fix). Codes -
       C(HUB_PARAMETER), C(HUB_REVISION_NOT_PINNED), C(HUB_REPO_NOT_FOUND), C(HUB_REVISION_NOT_FOUND),
       C(HUB_GATED), C(HUB_ACCESS_DENIED), C(HUB_UNREACHABLE), C(HUB_HTTP_ERROR), C(HUB_CHECKSUM_MISMATCH),
       C(HUB_NO_FILES), C(HUB_LOCAL_ERROR), C(HUB_CLIENT_ERROR), C(NO_ROOM) (the same code as model_weights gives).

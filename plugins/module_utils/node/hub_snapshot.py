@@ -79,7 +79,8 @@ def problem(code, variable, what, fix, host=None, severity="error"):
         "severity": severity,
         "host": host or socket.gethostname(),
         "variable": variable,
-        "problem": what,
+        "message": what,
+        "problem": what,  # the same text, for the problem_line filter
         "fix": fix,
     }
 

@@ -526,6 +526,10 @@ def test_parameters_are_checked_before_any_request(tmp_path):
     result = hub_snapshot.run(p)
     assert sorted(pr["variable"] for pr in result["problems"]) == ["dest", "endpoint", "repo_id", "timeout"]
     assert set(codes(result)) == {"HUB_PARAMETER"}
+    # Problems are data of the collection's one shape: code, severity, host, variable, message (and fix).
+    for found in result["problems"]:
+        assert {"code", "severity", "host", "variable", "message", "fix"} <= set(found)
+        assert found["message"] and found["message"] == found["problem"]
 
 
 def test_module_downloads_and_check_mode(hub, tmp_path):
