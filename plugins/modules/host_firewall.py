@@ -21,6 +21,11 @@ description:
     module_utils C(host_firewall.py).
 author:
   - aiinfra.k3s developers (@aiinfra)
+requirements:
+  - nftables (C(nft)) and systemd on the node; the module runs as root (become).
+notes:
+  - In check mode a ruleset C(nft -c) refuses fails the task, as in a real run. A node without C(nft) yet (the run
+    that installs nftables, in check mode) is reported as having no table, without that check.
 options:
   table:
     description: The name of the C(inet) table O(ruleset) defines.
@@ -78,7 +83,11 @@ load_reasons:
   elements: str
   sample: [table_changed]
 unit_enabled:
-  description: Whether the unit was (or would be) enabled because it was not.
+  description: Whether the unit was (or would be) enabled because it was not (always, for a unit this run writes).
+  returned: always
+  type: bool
+unit_started:
+  description: Whether the unit was (or would be) started because it was not active and the table was not loaded.
   returned: always
   type: bool
 """
@@ -105,7 +114,7 @@ def checked_ruleset(module, nft, ruleset, directory):
     where = directory if os.path.isdir(directory) else None
     fd, tmp = tempfile.mkstemp(dir=where, prefix=".aiinfra-check-", suffix=".nft")
     try:
-        with os.fdopen(fd, "w") as handle:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(ruleset)
         rc, out, err = module.run_command([nft, "-c", "-f", tmp])
     finally:
@@ -143,6 +152,9 @@ def main():
     unit_name = os.path.basename(unit)
     directory = os.path.dirname(path)
     changed, written, diff = False, [], []
+    has_nft = os.path.exists(nft)
+    if not (has_nft or check):
+        module.fail_json(msg="%s does not exist: install nftables on the node first (prereq's packages)" % nft)
 
     if not os.path.isdir(directory):
         written.append(directory)
@@ -155,7 +167,7 @@ def main():
     old = {name: read(name) for name in wanted}
     for name, (text, mode) in wanted.items():
         if old[name] != text:
-            if name == path:
+            if name == path and has_nft:
                 checked_ruleset(module, nft, text, directory)
             written.append(name)
             diff.append({"before_header": name, "after_header": name, "before": old[name] or "", "after": text})
@@ -165,7 +177,9 @@ def main():
             changed = set_attributes(module, name, changed, mode, "root", "root")
     unit_new = unit in written
 
-    list_rc, listing, _err = module.run_command([nft, "list", "table", "inet", p["table"]])
+    list_rc, listing = 1, ""  # no nft yet (check mode): no table
+    if has_nft:
+        list_rc, listing, _err = module.run_command([nft, "list", "table", "inet", p["table"]])
     reasons = load_reasons(path in written, unit_new, list_rc, listing, read(digest_path(path)))
     if reasons and not check:
         if unit_new:
@@ -176,8 +190,8 @@ def main():
         write_atomic(module, digest_path(path), digest(listing) + "\n", "0600")
         changed = set_attributes(module, digest_path(path), changed, "0600", "root", "root")
 
-    enable = False
-    if not (check and unit_new):  # a unit only this run would write has no state to ask
+    enable, start = check and unit_new, False  # a unit only this run would write has no state to ask: enabled then
+    if not (check and unit_new):
         enable = systemctl(module, "is-enabled", unit_name)[1] != "enabled"
         start = not reasons and systemctl(module, "is-active", unit_name)[1] != "active"
         if enable and not check:
@@ -191,6 +205,7 @@ def main():
         "written": written,
         "load_reasons": reasons,
         "unit_enabled": enable,
+        "unit_started": start,
     }
     if module._diff:
         result["diff"] = diff

@@ -182,6 +182,7 @@ def test_check_mode_reports_and_touches_nothing(fake):
     args, state = fake
     planned = run(args, check=True)
     assert planned["changed"] and planned["load_reasons"] == ["ruleset_written", "unit_written", "table_missing"]
+    assert planned["unit_enabled"] and not planned["unit_started"]  # enabled with the new unit; loading starts it
     assert not os.path.exists(os.path.dirname(args["path"])) and not os.path.exists(args["unit"])
     assert calls(state) == ["nft list table inet t_test"]  # the unit is not written yet: no systemctl at all
     run(args)
@@ -190,3 +191,30 @@ def test_check_mode_reports_and_touches_nothing(fake):
     planned = run(changed, check=True)
     assert planned["load_reasons"] == ["ruleset_written"] and Path(args["path"]).read_text() == RULESET
     assert not [c for c in calls(state) if not c.startswith(("nft list", "systemctl is-"))]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the module gives its files to root")
+def test_a_disabled_or_stopped_unit_is_enabled_or_started_without_a_reload(fake):
+    args, state = fake
+    run(args)
+    (state / "enabled").unlink()  # systemctl disable
+    enabled = run(args)
+    assert enabled["changed"] and enabled["unit_enabled"] and enabled["load_reasons"] == []
+    assert "systemctl enable fw-test.service" in calls(state)
+    (state / "active").unlink()  # systemctl stop: the unit is inactive, the kernel's table is as loaded
+    started = run(args)
+    assert started["changed"] and started["unit_started"] and not started["unit_enabled"]
+    assert calls(state)[-1] == "systemctl start fw-test.service"
+    assert not run(args)["changed"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the module gives its files to root")
+def test_without_nft_check_mode_reports_no_table_and_a_run_fails_saying_what_to_install(fake, tmp_path):
+    args, state = fake
+    missing = dict(args, nft=str(tmp_path / "no" / "nft"))  # nftables not installed yet (check mode installs nothing)
+    planned = run(missing, check=True)
+    assert planned["changed"] and planned["load_reasons"] == ["ruleset_written", "unit_written", "table_missing"]
+    assert calls(state) == []
+    rc, result = run_module("aiinfra.k3s.host_firewall", missing)
+    assert rc != 0 and "install nftables" in result["msg"]
+    assert not os.path.exists(os.path.dirname(args["path"])) and not os.path.exists(args["unit"])  # nothing touched
