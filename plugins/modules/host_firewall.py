@@ -123,14 +123,13 @@ def checked_ruleset(module, nft, ruleset, directory):
         module.fail_json(msg="nft -c refused the ruleset, nothing was written: %s" % (err or out).strip())
 
 
-def systemctl(module, *args):
+def systemctl(module, *args, must=False):
+    """systemctl's output, stripped (a query such as is-enabled); with must (an action), the module fails when
+    systemctl does."""
     rc, out, err = module.run_command([module.get_bin_path("systemctl", required=True), *args])
-    return rc, out.strip(), err.strip()
-
-
-def must(module, what, rc, err):
-    if rc != 0:
-        module.fail_json(msg="%s failed (rc %s): %s" % (what, rc, err))
+    if must and rc != 0:
+        module.fail_json(msg="systemctl %s failed (rc %s): %s" % (" ".join(args), rc, err.strip()))
+    return out.strip()
 
 
 def main():
@@ -183,21 +182,24 @@ def main():
     reasons = load_reasons(path in written, unit_new, list_rc, listing, read(digest_path(path)))
     if reasons and not check:
         if unit_new:
-            must(module, "systemctl daemon-reload", *systemctl(module, "daemon-reload")[::2])
-        must(module, "systemctl restart %s" % unit_name, *systemctl(module, "restart", unit_name)[::2])
+            systemctl(module, "daemon-reload", must=True)
+        systemctl(module, "restart", unit_name, must=True)
         list_rc, listing, err = module.run_command([nft, "list", "table", "inet", p["table"]])
-        must(module, "nft list table inet %s after the load" % p["table"], list_rc, err.strip())
+        if list_rc != 0:
+            module.fail_json(
+                msg="nft list table inet %s after the load failed (rc %s): %s" % (p["table"], list_rc, err.strip())
+            )
         write_atomic(module, digest_path(path), digest(listing) + "\n", "0600")
         changed = set_attributes(module, digest_path(path), changed, "0600", "root", "root")
 
     enable, start = check and unit_new, False  # a unit only this run would write has no state to ask: enabled then
     if not (check and unit_new):
-        enable = systemctl(module, "is-enabled", unit_name)[1] != "enabled"
-        start = not reasons and systemctl(module, "is-active", unit_name)[1] != "active"
+        enable = systemctl(module, "is-enabled", unit_name) != "enabled"
+        start = not reasons and systemctl(module, "is-active", unit_name) != "active"
         if enable and not check:
-            must(module, "systemctl enable %s" % unit_name, *systemctl(module, "enable", unit_name)[::2])
+            systemctl(module, "enable", unit_name, must=True)
         if start and not check:
-            must(module, "systemctl start %s" % unit_name, *systemctl(module, "start", unit_name)[::2])
+            systemctl(module, "start", unit_name, must=True)
         changed = changed or enable or start
 
     result = {

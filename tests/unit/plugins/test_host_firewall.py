@@ -13,6 +13,7 @@ from conftest import run_module
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node import host_firewall as hf
 
+AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="the module gives its files to root")
 RULESET = "table inet t_test {\n  chain input {\n    type filter hook input priority 0; policy accept;\n  }\n}\n"
 
 FAKE_NFT = r"""#!/bin/sh
@@ -121,7 +122,7 @@ def run(args, check=False):
     return result
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the module gives its files to root")
+@AS_ROOT
 def test_first_run_writes_loads_and_enables_then_a_rerun_only_reads(fake):
     args, state = fake
     first = run(args)
@@ -151,7 +152,7 @@ def test_first_run_writes_loads_and_enables_then_a_rerun_only_reads(fake):
     ]
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the module gives its files to root")
+@AS_ROOT
 def test_a_table_changed_by_hand_or_gone_is_loaded_again(fake):
     args, state = fake
     run(args)
@@ -165,7 +166,7 @@ def test_a_table_changed_by_hand_or_gone_is_loaded_again(fake):
     assert run(args)["load_reasons"] == []
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the module gives its files to root")
+@AS_ROOT
 def test_a_ruleset_nft_refuses_is_not_written(fake):
     args, state = fake
     run(args)
@@ -177,7 +178,7 @@ def test_a_ruleset_nft_refuses_is_not_written(fake):
     assert not [c for c in calls(state) if c.startswith("systemctl restart")]
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the module gives its files to root")
+@AS_ROOT
 def test_check_mode_reports_and_touches_nothing(fake):
     args, state = fake
     planned = run(args, check=True)
@@ -193,7 +194,7 @@ def test_check_mode_reports_and_touches_nothing(fake):
     assert not [c for c in calls(state) if not c.startswith(("nft list", "systemctl is-"))]
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the module gives its files to root")
+@AS_ROOT
 def test_a_disabled_or_stopped_unit_is_enabled_or_started_without_a_reload(fake):
     args, state = fake
     run(args)
@@ -208,7 +209,7 @@ def test_a_disabled_or_stopped_unit_is_enabled_or_started_without_a_reload(fake)
     assert not run(args)["changed"]
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the module gives its files to root")
+@AS_ROOT
 def test_without_nft_check_mode_reports_no_table_and_a_run_fails_saying_what_to_install(fake, tmp_path):
     args, state = fake
     missing = dict(args, nft=str(tmp_path / "no" / "nft"))  # nftables not installed yet (check mode installs nothing)
