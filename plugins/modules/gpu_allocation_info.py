@@ -89,7 +89,8 @@ options:
     choices: [error, warning, info]
     default: [error]
 requirements:
-  - kubernetes (Python client) when reading from the API
+  - kubernetes (Python client) when reading from the API with a kubeconfig that needs an exec or auth-provider
+    plugin, basic auth or a proxy; other kubeconfigs are read by module_utils C(k8s/api_client.py)
 extends_documentation_fragment:
   - aiinfra.k3s.attributes.read_only
 """
@@ -173,23 +174,19 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.urls import open_url
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.gpu.allocation import analyze, failing
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import api_client
 from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.api_list import iter_all, iter_list_file, list_all
 
-try:
-    from kubernetes import config as kube_config
-    from kubernetes.client import Configuration
 
-    HAS_KUBERNETES = True
-except ImportError:
-    HAS_KUBERNETES = False
-
-
-def api_lists(params):
-    """Nodes and pods through the API, one paginated LIST per kind, as raw JSON (no model objects).
-
-    The kubernetes client only reads the kubeconfig (server, token or client certificate, CA); the
-    requests go through Ansible's open_url, which is stable across client versions.
-    """
+def client_lists(params, module):
+    """Nodes and pods through the kubernetes client's kubeconfig loader, for what api_client does not speak (exec
+    or auth-provider plugins, basic auth, a proxy): the client reads the kubeconfig and runs its plugins; the
+    requests go through Ansible's open_url. Imported only then: the import alone costs a third of a second."""
+    try:
+        from kubernetes import config as kube_config
+        from kubernetes.client import Configuration
+    except ImportError:
+        module.fail_json(msg=missing_required_lib("kubernetes"))
     conf = Configuration()
     kube_config.load_kube_config(
         config_file=params["kubeconfig"], context=params["context"], client_configuration=conf, persist_config=False
@@ -215,6 +212,25 @@ def api_lists(params):
             return json.loads(response.read())
 
         return fetch
+
+    return pager
+
+
+def api_lists(params, module):
+    """Nodes and pods through the API, one paginated LIST per kind, as raw JSON (no model objects)."""
+    try:
+        conn = api_client.connect(
+            params["kubeconfig"] or api_client.default_kubeconfig(), params["context"],
+            validate_certs=params["validate_certs"],
+        )  # fmt: skip
+    except api_client.Unsupported:
+        pager = client_lists(params, module)
+    else:
+
+        def pager(path):
+            return lambda limit, token: conn.request(
+                path, [("limit", limit)] + ([("continue", token)] if token else [])
+            )
 
     nodes, node_pages = list_all(pager("/api/v1/nodes"), params["page_size"])
     pod_stats = {}
@@ -253,9 +269,7 @@ def main():
             pods = iter_list_file(p["pods_file"])  # decoded one pod at a time while analysed
             source = {"type": "files", "nodes_file": p["nodes_file"], "pods_file": p["pods_file"]}
         else:
-            if not HAS_KUBERNETES:
-                module.fail_json(msg=missing_required_lib("kubernetes"))
-            nodes, pods, source = api_lists(p)
+            nodes, pods, source = api_lists(p, module)
         result = analyze(
             nodes,
             pods,

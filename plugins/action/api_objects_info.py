@@ -1,0 +1,67 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.k3s developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller side of aiinfra.k3s.api_objects_info: reads through module_utils k8s/api_client in this process,
+or hands a kubeconfig it does not speak to kubernetes.core.k8s_info."""
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.api_client import (
+    ApiError,
+    Unsupported,
+    connect,
+    default_kubeconfig,
+    read_objects,
+)
+
+ARGUMENT_SPEC = dict(
+    kubeconfig=dict(type="path"),
+    context=dict(type="str"),
+    api_version=dict(type="str", default="v1"),
+    kind=dict(type="str", required=True),
+    name=dict(type="str"),
+    namespace=dict(type="str"),
+    label_selectors=dict(type="list", elements="str", default=[]),
+    field_selectors=dict(type="list", elements="str", default=[]),
+    validate_certs=dict(type="bool", default=True),
+    timeout=dict(type="int", default=60),
+)
+# The options kubernetes.core.k8s_info takes under the same names.
+K8S_INFO_OPTIONS = ("kubeconfig", "context", "api_version", "kind", "name", "namespace", "label_selectors",
+                    "field_selectors", "validate_certs")  # fmt: skip
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _supports_check_mode = True
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        args["kubeconfig"] = args["kubeconfig"] or default_kubeconfig()
+        result["changed"] = False
+        try:
+            conn = connect(args["kubeconfig"], args["context"], args["timeout"], args["validate_certs"])
+        except Unsupported:
+            module_args = {key: args[key] for key in K8S_INFO_OPTIONS if args[key] not in (None, [])}
+            result.update(self._execute_module("kubernetes.core.k8s_info", module_args, task_vars=task_vars))
+            result["reader"] = "kubernetes.core.k8s_info"
+            return result
+        except ApiError as exc:
+            result.update(failed=True, reader="api_client", msg="cannot use %s: %s" % (args["kubeconfig"], exc))
+            return result
+        try:
+            found, objects = read_objects(
+                conn, args["api_version"], args["kind"], args["name"], args["namespace"],
+                args["label_selectors"], args["field_selectors"],
+            )  # fmt: skip
+        except ApiError as exc:
+            result.update(
+                failed=True, reader="api_client", msg="%s %s not read: %s" % (args["api_version"], args["kind"], exc)
+            )
+            return result
+        finally:
+            conn.close()
+        result.update(resources=objects, api_found=found, reader="api_client")
+        return result

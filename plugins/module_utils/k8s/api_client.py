@@ -1,0 +1,274 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.k3s developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Read Kubernetes objects through the API with the standard library only: a kubeconfig's server, CA and
+client certificate or bearer token; discovery of a kind's resource path; GET by name or paginated LIST.
+
+Importing the kubernetes client and its dynamic discovery costs about half a second per task. This reader
+costs a TLS handshake. It speaks the kubeconfigs K3s and kube-apiserver setups write (client certificate, token,
+token file, CA file or data, insecure-skip-tls-verify, tls-server-name). A kubeconfig that needs anything else
+(an exec or auth-provider plugin, basic auth, a proxy) raises Unsupported, so that the caller can hand the read
+to the kubernetes client instead.
+"""
+
+import base64
+import http.client
+import json
+import os
+import ssl
+import tempfile
+from urllib.parse import quote, urlencode, urlsplit
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.api_list import iter_all
+
+# Keys of a kubeconfig's user and cluster entries this reader acts on; any other key that changes how the
+# client authenticates or connects means the kubernetes client must do the read.
+USER_KEYS = frozenset(
+    ("client-certificate", "client-certificate-data", "client-key", "client-key-data", "token", "tokenFile")
+)
+UNSUPPORTED_USER_KEYS = ("exec", "auth-provider", "username", "password", "as", "as-groups", "as-user-extra")
+UNSUPPORTED_CLUSTER_KEYS = ("proxy-url",)
+
+
+class ApiError(Exception):
+    """A request failed: status is the HTTP status (None when no answer came)."""
+
+    def __init__(self, message, status=None):
+        super().__init__(message)
+        self.status = status
+
+
+class Unsupported(Exception):
+    """The kubeconfig needs an authentication or connection method this reader does not speak."""
+
+
+def _entry(config, section, name, what):
+    for item in config.get(section) or []:
+        if isinstance(item, dict) and item.get("name") == name:
+            return item.get(what) or {}
+    raise ApiError("the kubeconfig has no %s named %r" % (what, name))
+
+
+def _resolve(path, base_dir):
+    path = os.path.expanduser(str(path))
+    return path if os.path.isabs(path) else os.path.join(base_dir, path)
+
+
+def load_kubeconfig(path, context=None):
+    """(cluster, user, base_dir) of the kubeconfig at path for context (its current-context by default)."""
+    import yaml  # the controller's Python has it (Ansible needs it); only a kubeconfig read needs it here
+
+    path = os.path.expanduser(str(path))
+    try:
+        with open(path) as handle:
+            config = yaml.safe_load(handle)
+    except (OSError, yaml.YAMLError) as exc:
+        raise ApiError("cannot read the kubeconfig %s: %s" % (path, exc)) from exc
+    if not isinstance(config, dict):
+        raise ApiError("the kubeconfig %s is not a mapping" % path)
+    name = context or config.get("current-context")
+    if not name:
+        raise ApiError("the kubeconfig %s has no current-context and no context was given" % path)
+    ctx = _entry(config, "contexts", name, "context")
+    cluster = _entry(config, "clusters", ctx.get("cluster"), "cluster")
+    user = _entry(config, "users", ctx.get("user"), "user") if ctx.get("user") else {}
+    return cluster, user, os.path.dirname(os.path.abspath(path))
+
+
+class Connection:
+    """One API server, reached with the kubeconfig's credentials. Requests reuse one HTTP connection."""
+
+    def __init__(self, cluster, user, base_dir=".", timeout=60, validate_certs=True):
+        for key in UNSUPPORTED_USER_KEYS:
+            if user.get(key):
+                raise Unsupported("the kubeconfig's user sets %s" % key)
+        for key in UNSUPPORTED_CLUSTER_KEYS:
+            if cluster.get(key):
+                raise Unsupported("the kubeconfig's cluster sets %s" % key)
+        server = cluster.get("server") or ""
+        url = urlsplit(server)
+        if url.scheme not in ("https", "http") or not url.hostname:
+            raise ApiError("the kubeconfig's server %r is not an http(s) URL" % server)
+        self.server = server.rstrip("/")
+        self._prefix = url.path.rstrip("/")
+        self._scheme, self._host, self._port = url.scheme, url.hostname, url.port
+        self._timeout = timeout
+        self._headers = {"Accept": "application/json", "User-Agent": "aiinfra.k3s"}
+        token = user.get("token")
+        if not token and user.get("tokenFile"):
+            try:
+                with open(_resolve(user["tokenFile"], base_dir)) as handle:
+                    token = handle.read().strip()
+            except OSError as exc:
+                raise ApiError("cannot read the kubeconfig's tokenFile: %s" % exc) from exc
+        if token:
+            self._headers["Authorization"] = "Bearer %s" % token
+        self._context = None
+        self._server_name = cluster.get("tls-server-name") or None
+        if self._scheme == "https":
+            self._context = self._tls_context(cluster, user, base_dir, validate_certs)
+        self._conn = None
+        self._resources = {}
+
+    @staticmethod
+    def _pem(entry, key, base_dir):
+        if entry.get(key + "-data"):
+            return base64.b64decode(entry[key + "-data"])
+        if entry.get(key):
+            try:
+                with open(_resolve(entry[key], base_dir), "rb") as handle:
+                    return handle.read()
+            except OSError as exc:
+                raise ApiError("cannot read the kubeconfig's %s: %s" % (key, exc)) from exc
+        return None
+
+    def _tls_context(self, cluster, user, base_dir, validate_certs):
+        context = ssl.create_default_context()
+        # Python 3.13's strict X.509 checks refuse CAs the kubernetes client (urllib3) accepts, such as one without
+        # an authority key identifier: check as that client does.
+        context.verify_flags &= ~getattr(ssl, "VERIFY_X509_STRICT", 0)
+        if cluster.get("insecure-skip-tls-verify") or not validate_certs:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        else:
+            ca = self._pem(cluster, "certificate-authority", base_dir)
+            if ca:
+                context.load_verify_locations(cadata=ca.decode("ascii", "replace"))
+        cert = self._pem(user, "client-certificate", base_dir)
+        key = self._pem(user, "client-key", base_dir)
+        if cert or key:
+            if not (cert and key):
+                raise ApiError("the kubeconfig's user has a client certificate or key without the other")
+            # load_cert_chain reads files only: the pair goes to a private file that is removed at once.
+            fd, pair = tempfile.mkstemp(prefix="aiinfra-k3s-client-")
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(cert.rstrip(b"\n") + b"\n" + key)
+                context.load_cert_chain(pair)
+            except ssl.SSLError as exc:
+                raise ApiError("the kubeconfig's client certificate or key cannot be used: %s" % exc) from exc
+            finally:
+                os.unlink(pair)
+        return context
+
+    def _connect(self):
+        if self._scheme == "http":
+            return http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+        conn = http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout, context=self._context)
+        if self._server_name:
+            name, wrap = self._server_name, self._context.wrap_socket
+
+            def connect():  # the certificate is checked against tls-server-name, not the server's host
+                http.client.HTTPConnection.connect(conn)
+                conn.sock = wrap(conn.sock, server_hostname=name)
+
+            conn.connect = connect
+        return conn
+
+    def request(self, path, query=None):
+        """The decoded JSON of GET path?query; ApiError with the status on anything but 200."""
+        target = self._prefix + path + ("?" + urlencode(query) if query else "")
+        for attempt in (1, 2):
+            if self._conn is None:
+                self._conn = self._connect()
+            try:
+                self._conn.request("GET", target, headers=self._headers)
+                response = self._conn.getresponse()
+                body = response.read()
+                break
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
+                # a kept-alive connection the server closed: one new connection, then give up
+                self.close()
+                if attempt == 2:
+                    raise ApiError("%s%s: %s" % (self.server, path, exc)) from exc
+            except (OSError, http.client.HTTPException) as exc:
+                self.close()
+                raise ApiError("%s%s: %s" % (self.server, path, exc)) from exc
+        if response.status != 200:
+            try:
+                reason = json.loads(body).get("message") or response.reason
+            except (ValueError, AttributeError):
+                reason = response.reason
+            raise ApiError("%s%s: %s %s" % (self.server, path, response.status, reason), response.status)
+        try:
+            return json.loads(body)
+        except ValueError as exc:
+            raise ApiError("%s%s: the answer is not JSON: %s" % (self.server, path, exc)) from exc
+
+    def close(self):
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def resource(self, api_version, kind):
+        """(plural, namespaced) of kind in api_version from the API's discovery, or None if it is not served."""
+        key = (api_version, kind)
+        if key not in self._resources:
+            base = "/api/v1" if api_version == "v1" else "/apis/%s" % api_version
+            try:
+                listing = self.request(base)
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+                listing = {}
+            found = None
+            for res in listing.get("resources") or []:
+                if res.get("kind") == kind and "/" not in res.get("name", ""):
+                    found = (res["name"], bool(res.get("namespaced")))
+                    break
+            self._resources[key] = found
+        return self._resources[key]
+
+
+def default_kubeconfig(environ=None):
+    """The kubeconfig the kubernetes client reads when none is named: KUBECONFIG's first path, or ~/.kube/config."""
+    environ = os.environ if environ is None else environ
+    first = (environ.get("KUBECONFIG") or "").split(os.pathsep)[0]
+    return first or "~/.kube/config"
+
+
+def connect(kubeconfig, context=None, timeout=60, validate_certs=True):
+    """A Connection from the kubeconfig file (Unsupported when it needs the kubernetes client)."""
+    cluster, user, base_dir = load_kubeconfig(kubeconfig, context)
+    return Connection(cluster, user, base_dir, timeout=timeout, validate_certs=validate_certs)
+
+
+def collection_path(api_version, plural, namespace=None):
+    base = "/api/v1" if api_version == "v1" else "/apis/%s" % api_version
+    if namespace:
+        base += "/namespaces/%s" % quote(namespace, safe="")
+    return "%s/%s" % (base, plural)
+
+
+def read_objects(conn, api_version, kind, name=None, namespace=None, label_selectors=(), field_selectors=(), limit=500):
+    """(api_found, objects) of kind: the one named (none when it does not exist) or every one that matches the
+    selectors, in the namespace or across all of them. Each object carries its apiVersion and kind, as a
+    single GET returns them (a LIST's items do not)."""
+    found = conn.resource(api_version, kind)
+    if found is None:
+        return False, []
+    plural, namespaced = found
+    path = collection_path(api_version, plural, namespace if namespaced else None)
+    if name:
+        try:
+            obj = conn.request("%s/%s" % (path, quote(name, safe="")))
+        except ApiError as exc:
+            if exc.status == 404:
+                return True, []
+            raise
+        return True, [obj]
+    query = []
+    if label_selectors:
+        query.append(("labelSelector", ",".join(label_selectors)))
+    if field_selectors:
+        query.append(("fieldSelector", ",".join(field_selectors)))
+
+    def page(size, token):
+        return conn.request(path, query + [("limit", size)] + ([("continue", token)] if token else []))
+
+    objects = []
+    for item in iter_all(page, limit):
+        item.setdefault("apiVersion", api_version)
+        item.setdefault("kind", kind)
+        objects.append(item)
+    return True, objects

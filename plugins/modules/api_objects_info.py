@@ -1,0 +1,116 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.k3s developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+DOCUMENTATION = r"""
+module: api_objects_info
+short_description: Read Kubernetes objects through the API in the controller's own process
+version_added: 0.1.0
+description:
+  - Runs on the controller only (an action plugin); it touches no host. Returns the objects as
+    M(kubernetes.core.k8s_info) does (C(resources), C(api_found)), for the reads the collection makes on every run.
+  - The read costs one discovery GET and one GET or paginated LIST over one HTTP connection, in the controller's
+    process. M(kubernetes.core.k8s_info) starts a Python process and imports the kubernetes client for each task
+    (about half a second on a small controller).
+  - It speaks the kubeconfigs K3s writes and most others - client certificate (file or data), token or token file,
+    CA file or data, C(insecure-skip-tls-verify), C(tls-server-name). A kubeconfig whose user needs an exec or
+    auth-provider plugin, basic auth or impersonation, or whose cluster sets a C(proxy-url), is read by
+    M(kubernetes.core.k8s_info) instead, with the same options; C(reader) says which one answered.
+  - The kubeconfig is read on the controller, whatever host the task runs for.
+  - The logic is in module_utils C(k8s/api_client.py) as plain functions.
+author:
+  - aiinfra.k3s developers (@aiinfra)
+options:
+  kubeconfig:
+    description:
+      - Path of the kubeconfig on the controller.
+      - Defaults to the first path of the C(KUBECONFIG) environment variable, then C(~/.kube/config).
+    type: path
+  context:
+    description: The kubeconfig context to use; its current-context by default.
+    type: str
+  api_version:
+    description: The group/version of I(kind), as in an object's C(apiVersion) (C(v1), C(apps/v1), ...).
+    type: str
+    default: v1
+  kind:
+    description: The kind to read (C(Node), C(Deployment), ...), resolved through the API's discovery.
+    type: str
+    required: true
+  name:
+    description: Read only the object of this name; C(resources) is empty when it does not exist.
+    type: str
+  namespace:
+    description: The namespace of a namespaced kind; all namespaces when omitted. Ignored for cluster-scoped kinds.
+    type: str
+  label_selectors:
+    description: Label selectors (C(key=value), C(key!=value), C(key in (a,b)), ...), all of which must match.
+    type: list
+    elements: str
+    default: []
+  field_selectors:
+    description: Field selectors (C(spec.nodeName=gpu-1), ...), all of which must match.
+    type: list
+    elements: str
+    default: []
+  validate_certs:
+    description: Check the API server's certificate against the kubeconfig's CA.
+    type: bool
+    default: true
+  timeout:
+    description: Seconds to wait for each answer of the API server.
+    type: int
+    default: 60
+extends_documentation_fragment:
+  - aiinfra.k3s.attributes.read_only
+notes:
+  - Items of a LIST carry C(apiVersion) and C(kind), as a single GET returns them.
+seealso:
+  - module: kubernetes.core.k8s_info
+"""
+
+EXAMPLES = r"""
+- name: Read the nodes
+  aiinfra.k3s.api_objects_info:
+    kubeconfig: "{{ k3s_kubeconfig_dest }}"
+    kind: Node
+  register: nodes
+
+- name: Read the Deployments this collection manages
+  aiinfra.k3s.api_objects_info:
+    kubeconfig: ~/.kube/site.yaml
+    api_version: apps/v1
+    kind: Deployment
+    label_selectors: [app.kubernetes.io/managed-by=aiinfra.k3s]
+  register: deployments
+"""
+
+RETURN = r"""
+resources:
+  description: The objects read, each as the API returns it, with C(apiVersion) and C(kind).
+  returned: success
+  type: list
+  elements: dict
+api_found:
+  description: Whether the API serves I(kind) in I(api_version); C(resources) is empty when it does not.
+  returned: success
+  type: bool
+reader:
+  description: C(api_client) (this plugin's own reader) or C(kubernetes.core.k8s_info) (a kubeconfig it hands on).
+  returned: always
+  type: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def main():
+    module = AnsibleModule(argument_spec={}, supports_check_mode=True)
+    module.fail_json(
+        msg="aiinfra.k3s.api_objects_info runs on the controller as an action plugin; it has no module side"
+    )
+
+
+if __name__ == "__main__":
+    main()

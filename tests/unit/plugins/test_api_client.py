@@ -1,0 +1,316 @@
+"""module_utils k8s/api_client and the aiinfra.k3s.api_objects_info action on a loopback API server: plain HTTP
+with a token, HTTPS that requires a client certificate signed by a CA made here, discovery, GET by name, paginated
+LIST with selectors, and a kubeconfig handed on to kubernetes.core.k8s_info."""
+
+import base64
+import datetime
+import ipaddress
+import json
+import ssl
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+import yaml
+from conftest import run_module
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import api_client
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.api_client import ApiError, Unsupported
+
+NODES = [{"metadata": {"name": "node-%d" % i, "labels": {"gpu": str(i % 2 == 0).lower()}}} for i in range(5)]
+DEPLOYMENTS = [{"metadata": {"name": "litellm", "namespace": "ai-serving"}, "spec": {"replicas": 2}}]
+DISCOVERY = {
+    "/api/v1": [
+        {"name": "nodes", "kind": "Node", "namespaced": False},
+        {"name": "nodes/status", "kind": "Node", "namespaced": False},
+        {"name": "namespaces", "kind": "Namespace", "namespaced": False},
+    ],
+    "/apis/apps/v1": [{"name": "deployments", "kind": "Deployment", "namespaced": True}],
+}
+COLLECTIONS = {"/api/v1/nodes": NODES, "/apis/apps/v1/namespaces/ai-serving/deployments": DEPLOYMENTS}
+OBJECTS = {
+    "/api/v1/namespaces/kube-system": {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-system"}},
+    # what the kubernetes client's discovery reads first (the handed-on read)
+    "/version": {"major": "1", "minor": "36", "gitVersion": "v1.36.4"},
+    "/api": {"kind": "APIVersions", "versions": ["v1"]},
+    "/apis": {
+        "kind": "APIGroupList",
+        "groups": [
+            {
+                "name": "apps",
+                "versions": [{"groupVersion": "apps/v1", "version": "v1"}],
+                "preferredVersion": {"groupVersion": "apps/v1", "version": "v1"},
+            }
+        ],
+    },
+}
+
+
+class FakeApi(BaseHTTPRequestHandler):
+    """Serves DISCOVERY, COLLECTIONS (paginated, `gpu=true` label selector) and OBJECTS; 401 without the token
+    when one is set; records every request."""
+
+    protocol_version = "HTTP/1.1"  # keep-alive, as the API server
+    token = None
+    requests = []
+
+    def do_GET(self):
+        url = urlparse(self.path)
+        query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        FakeApi.requests.append((url.path, query, self.headers.get("Authorization")))
+        if FakeApi.token and self.headers.get("Authorization") != "Bearer " + FakeApi.token:
+            return self.answer(401, {"kind": "Status", "message": "Unauthorized"})
+        if url.path in DISCOVERY:
+            return self.answer(200, {"kind": "APIResourceList", "resources": DISCOVERY[url.path]})
+        if url.path in OBJECTS:
+            return self.answer(200, OBJECTS[url.path])
+        items = COLLECTIONS.get(url.path)
+        if items is None:
+            return self.answer(404, {"kind": "Status", "message": "%s not found" % url.path})
+        if query.get("labelSelector") == "gpu=true":
+            items = [i for i in items if i["metadata"]["labels"]["gpu"] == "true"]
+        limit, start = int(query.get("limit", 500)), int(query.get("continue", 0))
+        meta = {"continue": str(start + limit)} if start + limit < len(items) else {}
+        return self.answer(
+            200, {"kind": "List", "apiVersion": "v1", "metadata": meta, "items": items[start : start + limit]}
+        )
+
+    def answer(self, status, body):
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def _cert(subject, issuer_key, key, issuer=None, ca=False, san=None):
+    now = datetime.datetime.now(datetime.timezone.utc)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(issuer or name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+    if san:
+        builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False)
+    return builder.sign(issuer_key, hashes.SHA256())
+
+
+def _pem(obj):
+    if isinstance(obj, x509.Certificate):
+        return obj.public_bytes(serialization.Encoding.PEM)
+    return obj.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    """A CA, the server's certificate (127.0.0.1 and api.cluster.test) and a client certificate, as PEM files."""
+    where = tmp_path_factory.mktemp("pki")
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = _cert("test CA", ca_key, ca_key, ca=True)
+    for name, san in (("server", [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("api.cluster.test")]),
+                      ("client", None)):  # fmt: skip
+        key = ec.generate_private_key(ec.SECP256R1())
+        (where / f"{name}.key").write_bytes(_pem(key))
+        (where / f"{name}.crt").write_bytes(_pem(_cert(name, ca_key, key, issuer=ca.subject, san=san)))
+    (where / "ca.crt").write_bytes(_pem(ca))
+    other_key = ec.generate_private_key(ec.SECP256R1())
+    (where / "other-ca.crt").write_bytes(_pem(_cert("other CA", other_key, other_key, ca=True)))
+    return where
+
+
+def serve(tls_dir=None):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeApi)
+    if tls_dir:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(tls_dir / "server.crt", tls_dir / "server.key")
+        context.verify_mode = ssl.CERT_REQUIRED  # the client must show a certificate of the CA
+        context.load_verify_locations(tls_dir / "ca.crt")
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.fixture
+def http_api():
+    FakeApi.requests, FakeApi.token = [], "s3cret-token"
+    server = serve()
+    yield "http://127.0.0.1:%d" % server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def https_api(pki):
+    FakeApi.requests, FakeApi.token = [], None
+    server = serve(pki)
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def kubeconfig(path, cluster, user):
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "site",
+        "clusters": [{"name": "site", "cluster": cluster}],
+        "users": [{"name": "site", "user": user}],
+        "contexts": [{"name": "site", "context": {"cluster": "site", "user": "site"}}],
+    }))  # fmt: skip
+    return str(path)
+
+
+def b64(path):
+    return base64.b64encode(path.read_bytes()).decode()
+
+
+def test_token_list_pages_and_fills_kind(http_api, tmp_path):
+    conn = api_client.connect(kubeconfig(tmp_path / "kc", {"server": http_api}, {"token": "s3cret-token"}))
+    found, nodes = api_client.read_objects(conn, "v1", "Node", limit=2)
+    assert found is True
+    assert [n["metadata"]["name"] for n in nodes] == ["node-%d" % i for i in range(5)]
+    assert {(n["apiVersion"], n["kind"]) for n in nodes} == {("v1", "Node")}
+    lists = [(path, q.get("continue")) for path, q, _ in FakeApi.requests if path == "/api/v1/nodes"]
+    assert lists == [("/api/v1/nodes", None), ("/api/v1/nodes", "2"), ("/api/v1/nodes", "4")]
+    assert {auth for _, _, auth in FakeApi.requests} == {"Bearer s3cret-token"}
+
+
+def test_selectors_namespace_and_get_by_name(http_api, tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret-token\n")
+    conn = api_client.connect(kubeconfig(tmp_path / "kc", {"server": http_api}, {"tokenFile": "token"}))
+    _, gpus = api_client.read_objects(conn, "v1", "Node", label_selectors=["gpu=true"])
+    assert [n["metadata"]["name"] for n in gpus] == ["node-0", "node-2", "node-4"]
+    assert FakeApi.requests[-1][1]["labelSelector"] == "gpu=true"
+    found, deps = api_client.read_objects(conn, "apps/v1", "Deployment", namespace="ai-serving")
+    assert found and deps[0]["kind"] == "Deployment" and deps[0]["apiVersion"] == "apps/v1"
+    kube_system = OBJECTS["/api/v1/namespaces/kube-system"]
+    assert api_client.read_objects(conn, "v1", "Namespace", name="kube-system") == (True, [kube_system])
+    assert api_client.read_objects(conn, "v1", "Namespace", name="absent") == (True, [])
+    assert api_client.read_objects(conn, "batch/v1", "Job") == (False, [])
+    assert api_client.read_objects(conn, "v1", "ConfigMap") == (False, [])
+
+
+def test_wrong_token_is_an_error_with_the_status(http_api, tmp_path):
+    conn = api_client.connect(kubeconfig(tmp_path / "kc", {"server": http_api}, {"token": "wrong"}))
+    with pytest.raises(ApiError, match="401 Unauthorized") as err:
+        api_client.read_objects(conn, "v1", "Node")
+    assert err.value.status == 401
+
+
+def test_client_certificate_from_files_and_from_data(https_api, pki, tmp_path):
+    files = {"client-certificate": str(pki / "client.crt"), "client-key": str(pki / "client.key")}
+    datas = {"client-certificate-data": b64(pki / "client.crt"), "client-key-data": b64(pki / "client.key")}
+    server = "https://127.0.0.1:%d" % https_api
+    for n, (cluster, user) in enumerate((
+        ({"server": server, "certificate-authority": str(pki / "ca.crt")}, files),
+        ({"server": server, "certificate-authority-data": b64(pki / "ca.crt")}, datas),
+        ({"server": "https://localhost:%d" % https_api, "certificate-authority": str(pki / "ca.crt"),
+          "tls-server-name": "api.cluster.test"}, files),
+    )):  # fmt: skip
+        conn = api_client.connect(kubeconfig(tmp_path / ("kc%d" % n), cluster, user))
+        assert len(api_client.read_objects(conn, "v1", "Node")[1]) == 5
+        conn.close()
+
+
+@pytest.mark.parametrize(
+    ("cluster", "user", "error"),
+    [
+        pytest.param({"certificate-authority": "other-ca.crt"}, "client", "CERTIFICATE_VERIFY_FAILED",
+                     id="server-cert-of-another-ca"),
+        pytest.param({"certificate-authority": "ca.crt"}, None, "certificate", id="no-client-certificate"),
+        pytest.param({"server": "https://localhost:{port}", "certificate-authority": "ca.crt"}, "client", "localhost",
+                     id="host-not-in-certificate"),
+        pytest.param({"certificate-authority": "absent.crt"}, "client", "certificate-authority", id="missing-ca-file"),
+    ],
+)  # fmt: skip
+def test_tls_refusals(https_api, pki, tmp_path, cluster, user, error):
+    cluster = {
+        k: (str(pki / v) if k == "certificate-authority" else v.format(port=https_api)) for k, v in cluster.items()
+    }
+    cluster.setdefault("server", "https://127.0.0.1:%d" % https_api)
+    user = {"client-certificate": str(pki / "client.crt"), "client-key": str(pki / "client.key")} if user else {}
+    with pytest.raises(ApiError, match=error):
+        conn = api_client.connect(kubeconfig(tmp_path / "kc", cluster, user))
+        api_client.read_objects(conn, "v1", "Node")
+
+
+@pytest.mark.parametrize(
+    ("cluster", "user"),
+    [
+        pytest.param({}, {"exec": {"command": "aws", "apiVersion": "client.authentication.k8s.io/v1"}}, id="exec"),
+        pytest.param({}, {"auth-provider": {"name": "oidc"}}, id="auth-provider"),
+        pytest.param({}, {"username": "admin", "password": "x"}, id="basic-auth"),
+        pytest.param({}, {"token": "t", "as": "someone"}, id="impersonation"),
+        pytest.param({"proxy-url": "http://127.0.0.1:3128"}, {"token": "t"}, id="proxy"),
+    ],
+)
+def test_what_it_hands_on(tmp_path, cluster, user):
+    with pytest.raises(Unsupported):
+        api_client.connect(kubeconfig(tmp_path / "kc", {"server": "https://127.0.0.1:6443", **cluster}, user))
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        pytest.param("[]", "not a mapping", id="not-a-mapping"),
+        pytest.param("clusters: []\n", "no current-context", id="no-context"),
+        pytest.param("current-context: x\ncontexts: []\n", "no context named 'x'", id="unknown-context"),
+        pytest.param(
+            "current-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+            "clusters: [{name: c, cluster: {server: 'ftp://h'}}]\nusers: [{name: u, user: {}}]\n",
+            "not an http", id="bad-server"),
+    ],
+)  # fmt: skip
+def test_kubeconfig_refusals(tmp_path, text, error):
+    (tmp_path / "kc").write_text(text)
+    with pytest.raises(ApiError, match=error):
+        api_client.connect(str(tmp_path / "kc"))
+
+
+def test_default_kubeconfig():
+    assert api_client.default_kubeconfig({"KUBECONFIG": "/a:/b"}) == "/a"
+    assert api_client.default_kubeconfig({}) == "~/.kube/config"
+
+
+@pytest.mark.slow
+def test_action_reads_in_process_and_hands_exec_to_k8s_info(http_api, tmp_path):
+    """The action as Ansible runs it: the token kubeconfig is read by api_client; the same API behind an exec
+    credential plugin (a script printing the token) by kubernetes.core.k8s_info, with the same answer."""
+    rc, out = run_module("aiinfra.k3s.api_objects_info", {
+        "kubeconfig": kubeconfig(tmp_path / "kc", {"server": http_api}, {"token": "s3cret-token"}),
+        "kind": "Node", "label_selectors": ["gpu=true"]})  # fmt: skip
+    assert rc == 0 and out["reader"] == "api_client" and out["changed"] is False
+    names = [n["metadata"]["name"] for n in out["resources"]]
+    assert names == ["node-0", "node-2", "node-4"]
+    plugin = tmp_path / "credential"
+    plugin.write_text(
+        '#!/bin/sh\necho \'{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",'
+        ' "status": {"token": "s3cret-token"}}\'\n'
+    )
+    plugin.chmod(0o755)
+    exec_user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin),
+                          "interactiveMode": "Never"}}  # fmt: skip
+    rc, out = run_module("aiinfra.k3s.api_objects_info", {
+        "kubeconfig": kubeconfig(tmp_path / "kc-exec", {"server": http_api}, exec_user),
+        "kind": "Node", "label_selectors": ["gpu=true"]})  # fmt: skip
+    assert rc == 0 and out["reader"] == "kubernetes.core.k8s_info", out
+    assert [n["metadata"]["name"] for n in out["resources"]] == names
+    rc, out = run_module("aiinfra.k3s.api_objects_info", {
+        "kubeconfig": kubeconfig(tmp_path / "kc-bad", {"server": http_api}, {"token": "wrong"}), "kind": "Node"})  # fmt: skip
+    assert rc != 0 and out["failed"] and "401" in out["msg"] and "resources" not in out
