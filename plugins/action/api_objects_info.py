@@ -7,6 +7,7 @@ or hands a kubeconfig it does not speak to kubernetes.core.k8s_info."""
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.api_client import (
+    ARGUMENT_SPEC,
     ApiError,
     Unsupported,
     connect,
@@ -14,18 +15,6 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.api_client import 
     read_objects,
 )
 
-ARGUMENT_SPEC = dict(
-    kubeconfig=dict(type="path"),
-    context=dict(type="str"),
-    api_version=dict(type="str", default="v1"),
-    kind=dict(type="str", required=True),
-    name=dict(type="str"),
-    namespace=dict(type="str"),
-    label_selectors=dict(type="list", elements="str", default=[]),
-    field_selectors=dict(type="list", elements="str", default=[]),
-    validate_certs=dict(type="bool", default=True),
-    timeout=dict(type="int", default=60),
-)
 # The options kubernetes.core.k8s_info takes under the same names.
 K8S_INFO_OPTIONS = ("kubeconfig", "context", "api_version", "kind", "name", "namespace", "label_selectors",
                     "field_selectors", "validate_certs")  # fmt: skip
@@ -38,7 +27,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
         args["kubeconfig"] = args["kubeconfig"] or default_kubeconfig()
         result["changed"] = False
         try:

@@ -104,9 +104,11 @@ reader:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.api_client import ARGUMENT_SPEC
+
 
 def main():
-    module = AnsibleModule(argument_spec={}, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     module.fail_json(
         msg="aiinfra.k3s.api_objects_info runs on the controller as an action plugin; it has no module side"
     )

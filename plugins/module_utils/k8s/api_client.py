@@ -29,6 +29,20 @@ USER_KEYS = frozenset(
 UNSUPPORTED_USER_KEYS = ("exec", "auth-provider", "username", "password", "as", "as-groups", "as-user-extra")
 UNSUPPORTED_CLUSTER_KEYS = ("proxy-url",)
 
+# The options of aiinfra.k3s.api_objects_info (its action and its documentation stub share them).
+ARGUMENT_SPEC = dict(
+    kubeconfig=dict(type="path"),
+    context=dict(type="str"),
+    api_version=dict(type="str", default="v1"),
+    kind=dict(type="str", required=True),
+    name=dict(type="str"),
+    namespace=dict(type="str"),
+    label_selectors=dict(type="list", elements="str", default=[]),
+    field_selectors=dict(type="list", elements="str", default=[]),
+    validate_certs=dict(type="bool", default=True),
+    timeout=dict(type="int", default=60),
+)
+
 
 class ApiError(Exception):
     """A request failed: status is the HTTP status (None when no answer came)."""

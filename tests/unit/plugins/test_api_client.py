@@ -185,16 +185,16 @@ def test_token_list_pages_and_fills_kind(http_api, tmp_path):
     assert found is True
     assert [n["metadata"]["name"] for n in nodes] == ["node-%d" % i for i in range(5)]
     assert {(n["apiVersion"], n["kind"]) for n in nodes} == {("v1", "Node")}
-    lists = [(path, q.get("continue")) for path, q, _ in FakeApi.requests if path == "/api/v1/nodes"]
+    lists = [(r[0], r[1].get("continue")) for r in FakeApi.requests if r[0] == "/api/v1/nodes"]
     assert lists == [("/api/v1/nodes", None), ("/api/v1/nodes", "2"), ("/api/v1/nodes", "4")]
-    assert {auth for _, _, auth in FakeApi.requests} == {"Bearer s3cret-token"}
+    assert {r[2] for r in FakeApi.requests} == {"Bearer s3cret-token"}
 
 
 def test_selectors_namespace_and_get_by_name(http_api, tmp_path):
     token_file = tmp_path / "token"
     token_file.write_text("s3cret-token\n")
     conn = api_client.connect(kubeconfig(tmp_path / "kc", {"server": http_api}, {"tokenFile": "token"}))
-    _, gpus = api_client.read_objects(conn, "v1", "Node", label_selectors=["gpu=true"])
+    gpus = api_client.read_objects(conn, "v1", "Node", label_selectors=["gpu=true"])[1]
     assert [n["metadata"]["name"] for n in gpus] == ["node-0", "node-2", "node-4"]
     assert FakeApi.requests[-1][1]["labelSelector"] == "gpu=true"
     found, deps = api_client.read_objects(conn, "apps/v1", "Deployment", namespace="ai-serving")
