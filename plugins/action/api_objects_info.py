@@ -4,6 +4,7 @@
 """Controller side of aiinfra.k3s.api_objects_info: reads through module_utils k8s/api_client in this process,
 or hands a kubeconfig it does not speak to kubernetes.core.k8s_info."""
 
+from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.api_client import (
@@ -25,20 +26,37 @@ class ActionModule(ActionBase):
     _requires_connection = False
     _supports_check_mode = True
 
+    def _controller_path(self, path):
+        """The kubeconfig as kubernetes.core's k8s_info action finds it: in the play's search path, decrypted when
+        it is vault-encrypted (a temporary file the loader removes)."""
+        try:
+            path = self._find_needle("files", path)
+        except AnsibleError:
+            return path  # not found: the reader says so, naming the path
+        return self._loader.get_real_file(path, decrypt=True)
+
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
-        args["kubeconfig"] = args["kubeconfig"] or default_kubeconfig()
+        given = args["kubeconfig"] or default_kubeconfig()
+        args["kubeconfig"] = self._controller_path(given)
         result["changed"] = False
         try:
             conn = connect(args["kubeconfig"], args["context"], args["timeout"], args["validate_certs"])
-        except Unsupported:
+        except Unsupported as why:
+            # kubernetes.core.k8s_info runs where the task runs: only on the controller is the path the same file.
+            if self._connection.transport not in ("local", "ansible.builtin.local", "ansible.legacy.local"):
+                where = self._connection.transport
+                msg = "%s needs kubernetes.core.k8s_info (%s), which would read it on the %s connection's host" % (
+                    given, why, where)  # fmt: skip
+                result.update(failed=True, reader="api_client", msg=msg + ": run the task with delegate_to: localhost")
+                return result
             module_args = {key: args[key] for key in K8S_INFO_OPTIONS if args[key] not in (None, [])}
             result.update(self._execute_module("kubernetes.core.k8s_info", module_args, task_vars=task_vars))
             result["reader"] = "kubernetes.core.k8s_info"
             return result
         except ApiError as exc:
-            result.update(failed=True, reader="api_client", msg="cannot use %s: %s" % (args["kubeconfig"], exc))
+            result.update(failed=True, reader="api_client", msg="cannot use %s: %s" % (given, exc))
             return result
         try:
             found, objects = read_objects(

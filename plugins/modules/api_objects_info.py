@@ -8,16 +8,23 @@ module: api_objects_info
 short_description: Read Kubernetes objects through the API in the controller's own process
 version_added: 0.1.0
 description:
-  - Runs on the controller only (an action plugin); it touches no host. Returns the objects as
-    M(kubernetes.core.k8s_info) does (C(resources), C(api_found)), for the reads the collection makes on every run.
+  - Runs on the controller only (an action plugin); it touches no host. Returns the objects in
+    M(kubernetes.core.k8s_info)'s keys (C(resources), C(api_found)), for the reads the collection makes on every run.
   - The read costs one discovery GET and one GET or paginated LIST over one HTTP connection, in the controller's
     process. M(kubernetes.core.k8s_info) starts a Python process and imports the kubernetes client for each task
     (about half a second on a small controller).
   - It speaks the kubeconfigs K3s writes and most others - client certificate (file or data), token or token file,
-    CA file or data, C(insecure-skip-tls-verify), C(tls-server-name). A kubeconfig whose user needs an exec or
-    auth-provider plugin, basic auth or impersonation, or whose cluster sets a C(proxy-url), is read by
-    M(kubernetes.core.k8s_info) instead, with the same options; C(reader) says which one answered.
-  - The kubeconfig is read on the controller, whatever host the task runs for.
+    CA file or data, C(insecure-skip-tls-verify), C(tls-server-name). The server's certificate must chain to the
+    kubeconfig's CA alone when it names one (to the system's CAs when it names none), as the kubernetes client checks
+    it. A kubeconfig whose user needs an exec or auth-provider plugin, basic auth or impersonation, whose cluster sets
+    a C(proxy-url), or whose server the proxy environment variables send through a proxy, is read by
+    M(kubernetes.core.k8s_info) instead, with the same options, on the controller (the task must run there);
+    C(reader) says which one answered.
+  - The kubeconfig is found and decrypted as M(kubernetes.core.k8s_info) finds it (the play's search path, Ansible
+    Vault) and read on the controller.
+  - Differences from M(kubernetes.core.k8s_info) - I(kind) is the exact Kind and I(api_version) the exact
+    group/version (C(v1) is the core group only); a selector the API refuses fails the task (k8s_info returns no
+    objects); a LIST is read in pages of 500.
   - The logic is in module_utils C(k8s/api_client.py) as plain functions.
 author:
   - aiinfra.k3s developers (@aiinfra)

@@ -23,7 +23,8 @@ author:
 options:
   files:
     description: Absolute path of each file to its wanted C(sha256) (64 hex digits) and, optionally, C(size) in bytes
-      (a file of another size is stale without being read).
+      (a file of another size is stale without being read), C(mode) (four octal digits as a string), C(owner) and
+      C(group) (a file whose mode, owner or group differs is stale, so that the copy that follows sets them).
     type: dict
     required: true
   record:

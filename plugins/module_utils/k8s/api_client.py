@@ -6,27 +6,29 @@ client certificate or bearer token; discovery of a kind's resource path; GET by 
 
 Importing the kubernetes client and its dynamic discovery costs about half a second per task. This reader
 costs a TLS handshake. It speaks the kubeconfigs K3s and kube-apiserver setups write (client certificate, token,
-token file, CA file or data, insecure-skip-tls-verify, tls-server-name). A kubeconfig that needs anything else
-(an exec or auth-provider plugin, basic auth, a proxy) raises Unsupported, so that the caller can hand the read
-to the kubernetes client instead.
+token file, CA file or data, insecure-skip-tls-verify, tls-server-name) and checks the server as the kubernetes
+client does: against the kubeconfig's CA alone when it names one (the system's CAs otherwise), with Python's strict
+X.509 checks. A kubeconfig that needs anything else (an exec or auth-provider plugin, basic auth, impersonation, a
+proxy, from the kubeconfig or from the proxy environment variables) raises Unsupported, so that the caller can hand
+the read to the kubernetes client instead.
 """
 
 import base64
+import binascii
 import http.client
 import json
 import os
 import ssl
 import tempfile
 from urllib.parse import quote, urlencode, urlsplit
+from urllib.request import getproxies, proxy_bypass
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.api_list import iter_all
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.api_list import ListError, iter_all
 
-# Keys of a kubeconfig's user and cluster entries this reader acts on; any other key that changes how the
-# client authenticates or connects means the kubernetes client must do the read.
-USER_KEYS = frozenset(
-    ("client-certificate", "client-certificate-data", "client-key", "client-key-data", "token", "tokenFile")
-)
-UNSUPPORTED_USER_KEYS = ("exec", "auth-provider", "username", "password", "as", "as-groups", "as-user-extra")
+# Keys of a kubeconfig's user and cluster entries that need the kubernetes client (this reader reads the client
+# certificate and key, token and tokenFile of a user; server, CA, insecure-skip-tls-verify and tls-server-name of a
+# cluster).
+UNSUPPORTED_USER_KEYS = ("exec", "auth-provider", "username", "password", "as", "as-uid", "as-groups", "as-user-extra")
 UNSUPPORTED_CLUSTER_KEYS = ("proxy-url",)
 
 # The options of aiinfra.k3s.api_objects_info (its action and its documentation stub share them).
@@ -101,11 +103,18 @@ class Connection:
                 raise Unsupported("the kubeconfig's cluster sets %s" % key)
         server = cluster.get("server") or ""
         url = urlsplit(server)
+        try:
+            port = url.port
+        except ValueError as exc:
+            raise ApiError("the kubeconfig's server %r has a bad port: %s" % (server, exc)) from exc
         if url.scheme not in ("https", "http") or not url.hostname:
             raise ApiError("the kubeconfig's server %r is not an http(s) URL" % server)
+        # The kubernetes client goes through the proxy of HTTPS_PROXY/HTTP_PROXY unless NO_PROXY exempts the host.
+        if getproxies().get(url.scheme) and not proxy_bypass(url.hostname):
+            raise Unsupported("the environment sets a proxy for %s" % url.hostname)
         self.server = server.rstrip("/")
         self._prefix = url.path.rstrip("/")
-        self._scheme, self._host, self._port = url.scheme, url.hostname, url.port
+        self._scheme, self._host, self._port = url.scheme, url.hostname, port
         self._timeout = timeout
         self._headers = {"Accept": "application/json", "User-Agent": "aiinfra.k3s"}
         token = user.get("token")
@@ -127,7 +136,10 @@ class Connection:
     @staticmethod
     def _pem(entry, key, base_dir):
         if entry.get(key + "-data"):
-            return base64.b64decode(entry[key + "-data"])
+            try:
+                return base64.b64decode(entry[key + "-data"], validate=True)
+            except (binascii.Error, ValueError) as exc:
+                raise ApiError("the kubeconfig's %s-data is not base64: %s" % (key, exc)) from exc
         if entry.get(key):
             try:
                 with open(_resolve(entry[key], base_dir), "rb") as handle:
@@ -137,17 +149,23 @@ class Connection:
         return None
 
     def _tls_context(self, cluster, user, base_dir, validate_certs):
-        context = ssl.create_default_context()
-        # Python 3.13's strict X.509 checks refuse CAs the kubernetes client (urllib3) accepts, such as one without
-        # an authority key identifier: check as that client does.
-        context.verify_flags &= ~getattr(ssl, "VERIFY_X509_STRICT", 0)
+        # Not create_default_context(): it trusts the system's CAs too, and the kubeconfig's CA must be the only
+        # one that can vouch for the API server (the kubernetes client, urllib3, loads the system's only without).
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        # The checks urllib3 makes on Python 3.13+ (as create_default_context does).
+        context.verify_flags |= getattr(ssl, "VERIFY_X509_STRICT", 0) | getattr(ssl, "VERIFY_X509_PARTIAL_CHAIN", 0)
         if cluster.get("insecure-skip-tls-verify") or not validate_certs:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
         else:
             ca = self._pem(cluster, "certificate-authority", base_dir)
-            if ca:
-                context.load_verify_locations(cadata=ca.decode("ascii", "replace"))
+            try:
+                if ca:
+                    context.load_verify_locations(cadata=ca.decode("ascii", "replace"))
+                else:
+                    context.load_default_certs()
+            except ssl.SSLError as exc:
+                raise ApiError("the kubeconfig's certificate-authority cannot be used: %s" % exc) from exc
         cert = self._pem(user, "client-certificate", base_dir)
         key = self._pem(user, "client-key", base_dir)
         if cert or key:
@@ -281,8 +299,11 @@ def read_objects(conn, api_version, kind, name=None, namespace=None, label_selec
         return conn.request(path, query + [("limit", size)] + ([("continue", token)] if token else []))
 
     objects = []
-    for item in iter_all(page, limit):
-        item.setdefault("apiVersion", api_version)
-        item.setdefault("kind", kind)
-        objects.append(item)
+    try:
+        for item in iter_all(page, limit):
+            item.setdefault("apiVersion", api_version)
+            item.setdefault("kind", kind)
+            objects.append(item)
+    except ListError as exc:
+        raise ApiError("%s: %s" % (path, exc)) from exc
     return True, objects

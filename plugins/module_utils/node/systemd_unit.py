@@ -7,7 +7,7 @@ the commands."""
 import re
 
 # The properties the decisions read (`systemctl show -p ...`).
-PROPERTIES = ("LoadState", "ActiveState", "UnitFileState", "NeedDaemonReload", "FragmentPath")
+PROPERTIES = ("LoadState", "ActiveState", "UnitFileState", "NeedDaemonReload")
 # ActiveStates in which a unit counts as started (as ansible.builtin.systemd_service counts them): a Type=notify
 # unit such as K3s's is `activating` until it says it is ready.
 RUNNING = frozenset(("active", "activating", "reloading"))
@@ -28,8 +28,11 @@ def parse_show(text):
 
 def actions(status, enabled=None, started=None):
     """The systemctl actions, in order, that bring a unit of `status` (parse_show) to what is asked: daemon-reload
-    when systemd holds an older text of the unit (NeedDaemonReload) or has not loaded it, enable, start."""
+    when systemd holds an older text of the unit (NeedDaemonReload) or has not loaded it, enable, start. Asked for
+    nothing (a verification only), it does nothing, not even a reload."""
     todo = []
+    if enabled is None and started is None:
+        return todo
     if status.get("NeedDaemonReload") == "yes" or status.get("LoadState") != "loaded":
         todo.append("daemon-reload")
     if enabled is True and status.get("UnitFileState") not in ENABLED:

@@ -9,9 +9,11 @@ A record holds the file's sha256, size, mtime, ctime and inode. Writing to a fil
 mode or owner changes its ctime, which no user can set back: a file whose stat still equals its record is the file
 that was hashed. Plain functions; the module (verified_files) adds the record's atomic write."""
 
+import grp
 import hashlib
 import json
 import os
+import pwd
 import tempfile
 
 RECORD_VERSION = 1
@@ -54,6 +56,15 @@ def proven(entry, want, st):
     )
 
 
+def attributes_differ(want, st):
+    """Whether the file of stat `st` lacks the mode, owner or group a wanted file names (each optional)."""
+    if want.get("mode") is not None and (st.st_mode & 0o7777) != int(str(want["mode"]), 8):
+        return True
+    if want.get("owner") is not None and st.st_uid != pwd.getpwnam(str(want["owner"])).pw_uid:
+        return True
+    return want.get("group") is not None and st.st_gid != grp.getgrnam(str(want["group"])).gr_gid
+
+
 def inspect(files, record, hash_file=sha256_file):
     """Sort the wanted files ({path: {"sha256", "size"}}) by what the node holds.
 
@@ -70,6 +81,9 @@ def inspect(files, record, hash_file=sha256_file):
         except OSError:
             out["stale"].append(path)
             out["entries"].pop(path, None)
+            continue
+        if attributes_differ(want, st):  # the copy that follows sets them (the content may be right)
+            out["stale"].append(path)
             continue
         if proven(record.get(path), want, st):
             out["current"].append(path)
@@ -100,6 +114,16 @@ def bad_files(files):
         sha = str((want or {}).get("sha256") or "")
         if len(sha) != 64 or any(c not in "0123456789abcdefABCDEF" for c in sha):
             problems.append("%s: sha256 must be 64 hex digits, got %r" % (path, sha))
+        mode = (want or {}).get("mode")
+        if mode is not None and (not isinstance(mode, str) or len(mode) != 4 or any(c not in "01234567" for c in mode)):
+            problems.append("%s: mode must be four octal digits as a string ('0600'), got %r" % (path, mode))
+        for key, lookup in (("owner", pwd.getpwnam), ("group", grp.getgrnam)):
+            name = (want or {}).get(key)
+            if name is not None:
+                try:
+                    lookup(str(name))
+                except KeyError:
+                    problems.append("%s: %s %r does not exist on the node" % (path, key, name))
     return problems
 
 

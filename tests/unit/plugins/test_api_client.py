@@ -7,6 +7,7 @@ import datetime
 import ipaddress
 import json
 import ssl
+import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
@@ -29,12 +30,21 @@ DISCOVERY = {
         {"name": "nodes", "kind": "Node", "namespaced": False},
         {"name": "nodes/status", "kind": "Node", "namespaced": False},
         {"name": "namespaces", "kind": "Namespace", "namespaced": False},
+        {"name": "pods", "kind": "Pod", "namespaced": True},
     ],
     "/apis/apps/v1": [{"name": "deployments", "kind": "Deployment", "namespaced": True}],
 }
-COLLECTIONS = {"/api/v1/nodes": NODES, "/apis/apps/v1/namespaces/ai-serving/deployments": DEPLOYMENTS}
+COLLECTIONS = {
+    "/api/v1/nodes": NODES,
+    "/apis/apps/v1/namespaces/ai-serving/deployments": DEPLOYMENTS,
+    "/apis/apps/v1/deployments": DEPLOYMENTS,
+}
 OBJECTS = {
     "/api/v1/namespaces/kube-system": {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-system"}},
+    "/apis/apps/v1/namespaces/ai-serving/deployments/litellm": dict(
+        DEPLOYMENTS[0], apiVersion="apps/v1", kind="Deployment"
+    ),
+    "/api/v1/nodes/node-1": dict(NODES[1], apiVersion="v1", kind="Node"),
     # what the kubernetes client's discovery reads first (the handed-on read)
     "/version": {"major": "1", "minor": "36", "gitVersion": "v1.36.4"},
     "/api": {"kind": "APIVersions", "versions": ["v1"]},
@@ -65,6 +75,8 @@ class FakeApi(BaseHTTPRequestHandler):
         FakeApi.requests.append((url.path, query, self.headers.get("Authorization")))
         if FakeApi.token and self.headers.get("Authorization") != "Bearer " + FakeApi.token:
             return self.answer(401, {"kind": "Status", "message": "Unauthorized"})
+        if url.path == "/api/v1/pods":
+            return self.answer(403, {"kind": "Status", "message": 'pods is forbidden: User "viewer" cannot list'})
         if url.path in DISCOVERY:
             return self.answer(200, {"kind": "APIResourceList", "resources": DISCOVERY[url.path]})
         if url.path in OBJECTS:
@@ -93,6 +105,8 @@ class FakeApi(BaseHTTPRequestHandler):
 
 
 def _cert(subject, issuer_key, key, issuer=None, ca=False, san=None):
+    """A certificate Python 3.13's strict X.509 checks accept (key identifiers, a CA's key usage), as the kubernetes
+    client (urllib3) checks it."""
     now = datetime.datetime.now(datetime.timezone.utc)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
     builder = (
@@ -104,7 +118,13 @@ def _cert(subject, issuer_key, key, issuer=None, ca=False, san=None):
         .not_valid_before(now - datetime.timedelta(minutes=1))
         .not_valid_after(now + datetime.timedelta(hours=1))
         .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key.public_key()), critical=False)
     )
+    if ca:
+        usage = dict.fromkeys(("digital_signature", "content_commitment", "key_encipherment", "data_encipherment",
+                               "key_agreement", "encipher_only", "decipher_only"), False)  # fmt: skip
+        builder = builder.add_extension(x509.KeyUsage(key_cert_sign=True, crl_sign=True, **usage), critical=True)
     if san:
         builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False)
     return builder.sign(issuer_key, hashes.SHA256())
@@ -233,7 +253,8 @@ def test_client_certificate_from_files_and_from_data(https_api, pki, tmp_path):
     [
         pytest.param({"certificate-authority": "other-ca.crt"}, "client", "CERTIFICATE_VERIFY_FAILED",
                      id="server-cert-of-another-ca"),
-        pytest.param({"certificate-authority": "ca.crt"}, None, "certificate", id="no-client-certificate"),
+        pytest.param({"certificate-authority": "ca.crt"}, None, "certificate|reset by peer",
+                     id="no-client-certificate"),
         pytest.param({"server": "https://localhost:{port}", "certificate-authority": "ca.crt"}, "client", "localhost",
                      id="host-not-in-certificate"),
         pytest.param({"certificate-authority": "absent.crt"}, "client", "certificate-authority", id="missing-ca-file"),
@@ -314,3 +335,83 @@ def test_action_reads_in_process_and_hands_exec_to_k8s_info(http_api, tmp_path):
     rc, out = run_module("aiinfra.k3s.api_objects_info", {
         "kubeconfig": kubeconfig(tmp_path / "kc-bad", {"server": http_api}, {"token": "wrong"}), "kind": "Node"})  # fmt: skip
     assert rc != 0 and out["failed"] and "401" in out["msg"] and "resources" not in out
+
+
+def test_name_namespace_field_selectors_and_scope(http_api, tmp_path):
+    conn = api_client.connect(kubeconfig(tmp_path / "kc", {"server": http_api}, {"token": "s3cret-token"}))
+    found, deps = api_client.read_objects(conn, "apps/v1", "Deployment", name="litellm", namespace="ai-serving")
+    assert found and [d["metadata"]["name"] for d in deps] == ["litellm"]
+    assert FakeApi.requests[-1][0] == "/apis/apps/v1/namespaces/ai-serving/deployments/litellm"
+    assert len(api_client.read_objects(conn, "apps/v1", "Deployment")[1]) == 1  # every namespace
+    assert FakeApi.requests[-1][0] == "/apis/apps/v1/deployments"
+    # a cluster-scoped kind ignores the namespace it is given
+    assert api_client.read_objects(conn, "v1", "Node", name="node-1", namespace="ai-serving")[1][0]["kind"] == "Node"
+    assert FakeApi.requests[-1][0] == "/api/v1/nodes/node-1"
+    api_client.read_objects(conn, "v1", "Node", field_selectors=["spec.unschedulable=false", "metadata.name!=x"])
+    assert FakeApi.requests[-1][1]["fieldSelector"] == "spec.unschedulable=false,metadata.name!=x"
+
+
+def test_forbidden_fails_rather_than_reading_nothing(http_api, tmp_path):
+    conn = api_client.connect(kubeconfig(tmp_path / "kc", {"server": http_api}, {"token": "s3cret-token"}))
+    with pytest.raises(ApiError, match="403 pods is forbidden") as err:
+        api_client.read_objects(conn, "v1", "Pod")
+    assert err.value.status == 403
+
+
+def test_only_the_kubeconfig_ca_vouches_for_the_server(pki, tmp_path):
+    """The kubeconfig's CA is the one trust anchor (the system's CAs are not added); without one, the system's."""
+    cluster = {"server": "https://127.0.0.1:6443", "certificate-authority-data": b64(pki / "ca.crt")}
+    conn = api_client.connect(kubeconfig(tmp_path / "kc", cluster, {}))
+    assert conn._context.cert_store_stats()["x509_ca"] == 1
+    assert conn._context.verify_flags & ssl.VERIFY_X509_STRICT
+    system = ssl.create_default_context().cert_store_stats()["x509_ca"]
+    conn = api_client.connect(kubeconfig(tmp_path / "kc2", {"server": "https://127.0.0.1:6443"}, {}))
+    assert conn._context.cert_store_stats()["x509_ca"] == system
+
+
+def test_insecure_skip_tls_verify_and_no_key_left_behind(https_api, pki, tmp_path, monkeypatch):
+    """insecure-skip-tls-verify reads a server of an unknown CA; the client key passes through a private temporary
+    file that is gone once the connection is made."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    user = {"client-certificate-data": b64(pki / "client.crt"), "client-key-data": b64(pki / "client.key")}
+    cluster = {"server": "https://127.0.0.1:%d" % https_api, "insecure-skip-tls-verify": True}
+    conn = api_client.connect(kubeconfig(tmp_path / "kc", cluster, user))
+    assert list(scratch.iterdir()) == []
+    assert len(api_client.read_objects(conn, "v1", "Node")[1]) == 5
+
+
+@pytest.mark.parametrize(
+    ("env", "handed_on"),
+    [
+        pytest.param({"HTTPS_PROXY": "http://proxy.site:3128"}, True, id="proxy"),
+        pytest.param({"HTTPS_PROXY": "http://proxy.site:3128", "NO_PROXY": "10.0.0.10"}, False, id="no-proxy-host"),
+        pytest.param({}, False, id="none"),
+    ],
+)
+def test_the_proxy_environment_hands_the_read_on(tmp_path, monkeypatch, env, handed_on):
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    path = kubeconfig(tmp_path / "kc", {"server": "https://10.0.0.10:6443", "insecure-skip-tls-verify": True}, {})
+    if handed_on:
+        with pytest.raises(Unsupported, match="proxy"):
+            api_client.connect(path)
+    else:
+        api_client.connect(path)
+
+
+@pytest.mark.parametrize(
+    ("cluster", "user", "error"),
+    [
+        pytest.param({"server": "https://h:99999"}, {}, "bad port", id="bad-port"),
+        pytest.param({"server": "https://h:6443", "certificate-authority-data": "not base64!"}, {}, "not base64",
+                     id="bad-ca-data"),
+        pytest.param({"server": "https://h:6443", "certificate-authority-data": "Q0E="}, {}, "cannot be used", id="ca-not-pem"),
+    ],
+)  # fmt: skip
+def test_bad_kubeconfig_values_are_api_errors(tmp_path, cluster, user, error):
+    with pytest.raises(ApiError, match=error):
+        api_client.connect(kubeconfig(tmp_path / "kc", cluster, user))

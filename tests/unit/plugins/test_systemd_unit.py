@@ -25,8 +25,10 @@ LOADED = {"LoadState": "loaded", "ActiveState": "active", "UnitFileState": "enab
         (dict(LOADED, UnitFileState="static"), True, True, []),
         (LOADED, False, False, ["disable", "stop"]),
         (LOADED, None, None, []),
+        (dict(LOADED, NeedDaemonReload="yes"), None, None, []),  # a verification only reloads nothing
     ],
-    ids=["current", "older-text", "new-unit", "activating", "failed", "disabled", "static", "off", "verify-only"],
+    ids=["current", "older-text", "new-unit", "activating", "failed", "disabled", "static", "off", "verify-only",
+         "verify-only-older-text"],
 )  # fmt: skip
 def test_actions(status, enabled, started, todo):
     assert su.actions(status, enabled, started) == todo
@@ -58,6 +60,8 @@ case "$1" in
     exit 0 ;;
   daemon-reload) cp "$state/unit" "$state/loaded"; exit 0 ;;
   enable) touch "$state/enabled"; exit 0 ;;
+  disable) rm -f "$state/enabled"; exit 0 ;;
+  stop) rm -f "$state/active"; exit 0 ;;
   start) [ -f "$state/refuse-start" ] && { echo "Job for $2 failed." >&2; exit 1; }; touch "$state/active"; exit 0 ;;
 esac
 exit 2
@@ -122,7 +126,7 @@ def test_a_refused_unit_is_never_reloaded_or_started(fake):
 
 @pytest.mark.slow
 def test_a_failed_start_fails_with_systemctl_words(fake):
-    args, state, _ = fake
+    args, state = fake[:2]
     (state / "refuse-start").touch()
     rc, out = run_module("aiinfra.k3s.systemd_unit", dict(args, started=True, verify=False))
     assert rc != 0 and "systemctl start k3s-test.service failed" in out["msg"] and "Job for" in out["msg"]
@@ -131,3 +135,19 @@ def test_a_failed_start_fails_with_systemctl_words(fake):
         "systemctl daemon-reload",
         "systemctl start k3s-test.service",
     ]
+
+
+@pytest.mark.slow
+def test_verify_only_then_off(fake):
+    """Verification alone runs no action even on a unit systemd holds an older text of; asked off, it stops and
+    disables."""
+    args, state = fake[:2]
+    rc, out = run_module("aiinfra.k3s.systemd_unit", dict(args, enabled=True, started=True))
+    (state / "unit").write_text("[Service]\nExecStart=/bin/false\n")
+    calls(state)
+    rc, out = run_module("aiinfra.k3s.systemd_unit", args)
+    assert rc == 0 and not out["changed"] and out["status"]["NeedDaemonReload"] == "yes"
+    assert len(calls(state)) == 2
+    rc, out = run_module("aiinfra.k3s.systemd_unit", dict(args, enabled=False, started=False, verify=False))
+    assert out["actions"] == ["daemon-reload", "disable", "stop"]
+    assert not (state / "enabled").exists() and not (state / "active").exists()

@@ -140,3 +140,32 @@ def test_module_run_twice_and_require(tmp_path, artifact):
     rc, checked = run_module("aiinfra.k3s.verified_files", {"files": {path: want}, "record": record}, check=True)
     assert rc == 0 and not os.path.exists(record)
     assert json.dumps(checked["wanted"]) == json.dumps({path: want})
+
+
+def test_a_file_of_another_mode_or_owner_is_stale_without_being_read(artifact):
+    """The content is right, but the mode (or owner) the caller names is not: stale, so the copy that follows sets it;
+    with the mode back it is current again."""
+    path, want = artifact
+    os.chmod(path, 0o644)
+    hash_file, calls = counting()
+    me = __import__("pwd").getpwuid(os.getuid()).pw_name
+    out = inspect({path: dict(want, mode="0600", owner=me)}, {}, hash_file)
+    assert out["stale"] == [path] and calls == []
+    os.chmod(path, 0o600)
+    assert inspect({path: dict(want, mode="0600", owner=me)}, {}, hash_file)["current"] == [path]
+    other = next(u.pw_name for u in __import__("pwd").getpwall() if u.pw_uid != os.getuid())
+    assert inspect({path: dict(want, owner=other)}, {}, hash_file)["stale"] == [path]
+
+
+@pytest.mark.parametrize(
+    ("extra", "found"),
+    [
+        ({"mode": 600}, "mode"),
+        ({"mode": "u+rw"}, "mode"),
+        ({"owner": "no-such-user-x"}, "owner"),
+        ({"mode": "0640"}, None),
+    ],
+)
+def test_bad_mode_and_owner(extra, found):
+    problems = bad_files({"/a/b": dict({"sha256": "a" * 64}, **extra)})
+    assert [p.split(" ")[1] for p in problems] == ([found] if found else [])
