@@ -32,7 +32,10 @@ options:
     type: bool
     default: true
   enabled:
-    description: Whether the unit must start at boot; left as it is when omitted.
+    description:
+      - Whether the unit must start at boot; left as it is when omitted.
+      - With O(enabled) and O(started) both omitted the module only verifies the unit and reads its state; it runs no
+        action, not even a daemon-reload.
     type: bool
   started:
     description: Whether the unit must run now; left as it is when omitted.

@@ -73,7 +73,7 @@ current:
   elements: str
   sample: [/usr/local/bin/k3s]
 stale:
-  description: Files that are missing or hold other bytes.
+  description: Files that are missing, hold other bytes, or lack the mode, owner or group asked for.
   returned: always
   type: list
   elements: str
@@ -135,8 +135,9 @@ def main():
     }
     if module.params["require"] and result["stale"]:
         module.fail_json(
-            msg="these files do not hold their sha256 (or are missing): %s; the copy was damaged or the file was "
-            "changed while it was written: run again" % ", ".join(result["stale"]),
+            msg="these files do not hold their sha256, mode or owner (or are missing): %s; the copy was damaged, the "
+            "file was changed while it was written, or its mode or owner could not be set: run again"
+            % ", ".join(result["stale"]),
             **out,
         )
     module.exit_json(**out)

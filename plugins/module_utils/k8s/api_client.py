@@ -19,9 +19,10 @@ import http.client
 import json
 import os
 import ssl
+import sys
 import tempfile
 from urllib.parse import quote, urlencode, urlsplit
-from urllib.request import getproxies, proxy_bypass
+from urllib.request import proxy_bypass_environment
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.api_list import ListError, iter_all
 
@@ -61,8 +62,27 @@ class Unsupported(Exception):
 def _entry(config, section, name, what):
     for item in config.get(section) or []:
         if isinstance(item, dict) and item.get("name") == name:
-            return item.get(what) or {}
+            entry = item.get(what) or {}
+            if not isinstance(entry, dict):
+                raise ApiError("the kubeconfig's %s %r is not a mapping" % (what, name))
+            return entry
     raise ApiError("the kubeconfig has no %s named %r" % (what, name))
+
+
+def proxies(environ):
+    """{scheme: proxy URL, 'no': NO_PROXY} from an environment, as urllib reads *_proxy variables (lower case wins)."""
+    found = {}
+    for name in sorted(environ, key=lambda n: n.islower()):  # lower-case names last, so they win
+        if name.lower().endswith("_proxy") and environ[name]:
+            found[name[:-6].lower()] = environ[name]
+    return found
+
+
+def through_proxy(environ, scheme, host):
+    """Whether the kubernetes client would reach host through a proxy of this environment (its scheme's or ALL_PROXY,
+    unless NO_PROXY names the host)."""
+    found = proxies(environ)
+    return bool(found.get(scheme) or found.get("all")) and not proxy_bypass_environment(host, found)
 
 
 def _resolve(path, base_dir):
@@ -76,9 +96,9 @@ def load_kubeconfig(path, context=None):
 
     path = os.path.expanduser(str(path))
     try:
-        with open(path) as handle:
+        with open(path, encoding="utf-8") as handle:
             config = yaml.safe_load(handle)
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ApiError("cannot read the kubeconfig %s: %s" % (path, exc)) from exc
     if not isinstance(config, dict):
         raise ApiError("the kubeconfig %s is not a mapping" % path)
@@ -94,23 +114,25 @@ def load_kubeconfig(path, context=None):
 class Connection:
     """One API server, reached with the kubeconfig's credentials. Requests reuse one HTTP connection."""
 
-    def __init__(self, cluster, user, base_dir=".", timeout=60, validate_certs=True):
+    def __init__(self, cluster, user, base_dir=".", timeout=60, validate_certs=True, environ=None):
         for key in UNSUPPORTED_USER_KEYS:
             if user.get(key):
                 raise Unsupported("the kubeconfig's user sets %s" % key)
         for key in UNSUPPORTED_CLUSTER_KEYS:
             if cluster.get(key):
                 raise Unsupported("the kubeconfig's cluster sets %s" % key)
-        server = cluster.get("server") or ""
-        url = urlsplit(server)
+        server = str(cluster.get("server") or "")
         try:
+            url = urlsplit(server)
             port = url.port
         except ValueError as exc:
-            raise ApiError("the kubeconfig's server %r has a bad port: %s" % (server, exc)) from exc
+            raise ApiError("the kubeconfig's server %r is not a URL: %s" % (server, exc)) from exc
         if url.scheme not in ("https", "http") or not url.hostname:
             raise ApiError("the kubeconfig's server %r is not an http(s) URL" % server)
-        # The kubernetes client goes through the proxy of HTTPS_PROXY/HTTP_PROXY unless NO_PROXY exempts the host.
-        if getproxies().get(url.scheme) and not proxy_bypass(url.hostname):
+        port = port or (443 if url.scheme == "https" else 80)
+        # The kubernetes client goes through the proxy of HTTPS_PROXY/HTTP_PROXY/ALL_PROXY unless NO_PROXY exempts the
+        # host (environ: the task's environment over the controller's).
+        if through_proxy(os.environ if environ is None else environ, url.scheme, url.hostname):
             raise Unsupported("the environment sets a proxy for %s" % url.hostname)
         self.server = server.rstrip("/")
         self._prefix = url.path.rstrip("/")
@@ -136,8 +158,8 @@ class Connection:
     @staticmethod
     def _pem(entry, key, base_dir):
         if entry.get(key + "-data"):
-            try:
-                return base64.b64decode(entry[key + "-data"], validate=True)
+            try:  # wrapped base64 (line breaks) is accepted, as the kubernetes client accepts it
+                return base64.b64decode("".join(str(entry[key + "-data"]).split()), validate=True)
             except (binascii.Error, ValueError) as exc:
                 raise ApiError("the kubeconfig's %s-data is not base64: %s" % (key, exc)) from exc
         if entry.get(key):
@@ -152,8 +174,9 @@ class Connection:
         # Not create_default_context(): it trusts the system's CAs too, and the kubeconfig's CA must be the only
         # one that can vouch for the API server (the kubernetes client, urllib3, loads the system's only without).
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        # The checks urllib3 makes on Python 3.13+ (as create_default_context does).
-        context.verify_flags |= getattr(ssl, "VERIFY_X509_STRICT", 0) | getattr(ssl, "VERIFY_X509_PARTIAL_CHAIN", 0)
+        # The checks urllib3 adds on Python 3.13+ (as create_default_context does there), and only there.
+        if sys.version_info >= (3, 13):
+            context.verify_flags |= ssl.VERIFY_X509_STRICT | ssl.VERIFY_X509_PARTIAL_CHAIN
         if cluster.get("insecure-skip-tls-verify") or not validate_certs:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
@@ -259,10 +282,14 @@ def default_kubeconfig(environ=None):
     return first or "~/.kube/config"
 
 
-def connect(kubeconfig, context=None, timeout=60, validate_certs=True):
-    """A Connection from the kubeconfig file (Unsupported when it needs the kubernetes client)."""
-    cluster, user, base_dir = load_kubeconfig(kubeconfig, context)
-    return Connection(cluster, user, base_dir, timeout=timeout, validate_certs=validate_certs)
+def connect(kubeconfig, context=None, timeout=60, validate_certs=True, environ=None, base_dir=None):
+    """A Connection from the kubeconfig file (Unsupported when it needs the kubernetes client). environ: the
+    environment whose proxy variables count (the controller's by default); base_dir: where the kubeconfig's relative
+    paths start (its own directory by default; the original file's for a decrypted copy)."""
+    cluster, user, own_dir = load_kubeconfig(kubeconfig, context)
+    return Connection(
+        cluster, user, base_dir or own_dir, timeout=timeout, validate_certs=validate_certs, environ=environ
+    )
 
 
 def collection_path(api_version, plural, namespace=None):

@@ -60,9 +60,15 @@ def attributes_differ(want, st):
     """Whether the file of stat `st` lacks the mode, owner or group a wanted file names (each optional)."""
     if want.get("mode") is not None and (st.st_mode & 0o7777) != int(str(want["mode"]), 8):
         return True
-    if want.get("owner") is not None and st.st_uid != pwd.getpwnam(str(want["owner"])).pw_uid:
+    if want.get("owner") is not None and st.st_uid != _id(want["owner"], pwd.getpwnam, "pw_uid"):
         return True
-    return want.get("group") is not None and st.st_gid != grp.getgrnam(str(want["group"])).gr_gid
+    return want.get("group") is not None and st.st_gid != _id(want["group"], grp.getgrnam, "gr_gid")
+
+
+def _id(name, lookup, field):
+    """A user's or group's number from its name or number (as copy takes either)."""
+    name = str(name)
+    return int(name) if name.isdigit() else getattr(lookup(name), field)
 
 
 def inspect(files, record, hash_file=sha256_file):
@@ -119,7 +125,7 @@ def bad_files(files):
             problems.append("%s: mode must be four octal digits as a string ('0600'), got %r" % (path, mode))
         for key, lookup in (("owner", pwd.getpwnam), ("group", grp.getgrnam)):
             name = (want or {}).get(key)
-            if name is not None:
+            if name is not None and not str(name).isdigit():
                 try:
                     lookup(str(name))
                 except KeyError:

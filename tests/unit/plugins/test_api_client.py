@@ -290,6 +290,8 @@ def test_what_it_hands_on(tmp_path, cluster, user):
     ("text", "error"),
     [
         pytest.param("[]", "not a mapping", id="not-a-mapping"),
+        pytest.param(b"\xff\xfe current-context", "cannot read", id="not-utf-8"),
+        pytest.param("current-context: x\ncontexts: [{name: x, context: [a]}]\n", "not a mapping", id="context-a-list"),
         pytest.param("clusters: []\n", "no current-context", id="no-context"),
         pytest.param("current-context: x\ncontexts: []\n", "no context named 'x'", id="unknown-context"),
         pytest.param(
@@ -299,7 +301,7 @@ def test_what_it_hands_on(tmp_path, cluster, user):
     ],
 )  # fmt: skip
 def test_kubeconfig_refusals(tmp_path, text, error):
-    (tmp_path / "kc").write_text(text)
+    (tmp_path / "kc").write_bytes(text if isinstance(text, bytes) else text.encode())
     with pytest.raises(ApiError, match=error):
         api_client.connect(str(tmp_path / "kc"))
 
@@ -386,27 +388,39 @@ def test_insecure_skip_tls_verify_and_no_key_left_behind(https_api, pki, tmp_pat
     ("env", "handed_on"),
     [
         pytest.param({"HTTPS_PROXY": "http://proxy.site:3128"}, True, id="proxy"),
-        pytest.param({"HTTPS_PROXY": "http://proxy.site:3128", "NO_PROXY": "10.0.0.10"}, False, id="no-proxy-host"),
+        pytest.param({"ALL_PROXY": "http://proxy.site:3128"}, True, id="all-proxy"),
+        pytest.param({"https_proxy": "http://proxy.site:3128", "no_proxy": "10.0.0.10"}, False, id="no-proxy-host"),
+        pytest.param({"HTTP_PROXY": "http://proxy.site:3128"}, False, id="other-scheme"),
         pytest.param({}, False, id="none"),
     ],
 )
-def test_the_proxy_environment_hands_the_read_on(tmp_path, monkeypatch, env, handed_on):
-    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
+def test_the_proxy_environment_hands_the_read_on(tmp_path, env, handed_on):
+    """The environment given (the action passes the task's over the controller's) decides, as the kubernetes client's
+    proxy settings do."""
     path = kubeconfig(tmp_path / "kc", {"server": "https://10.0.0.10:6443", "insecure-skip-tls-verify": True}, {})
     if handed_on:
         with pytest.raises(Unsupported, match="proxy"):
-            api_client.connect(path)
+            api_client.connect(path, environ=env)
     else:
-        api_client.connect(path)
+        api_client.connect(path, environ=env)
+
+
+def test_wrapped_base64_and_default_port(pki, tmp_path):
+    """base64 broken over lines (as `base64` without -w0 writes it) is read, as the kubernetes client reads it; a
+    server without a port is reached on 443."""
+    wrapped = "\n".join(b64(pki / "ca.crt")[i : i + 76] for i in range(0, len(b64(pki / "ca.crt")), 76))
+    conn = api_client.connect(
+        kubeconfig(tmp_path / "kc", {"server": "https://[fd00::1]", "certificate-authority-data": wrapped}, {})
+    )
+    assert conn._context.cert_store_stats()["x509_ca"] == 1
+    assert (conn._host, conn._port) == ("fd00::1", 443)
 
 
 @pytest.mark.parametrize(
     ("cluster", "user", "error"),
     [
-        pytest.param({"server": "https://h:99999"}, {}, "bad port", id="bad-port"),
+        pytest.param({"server": "https://h:99999"}, {}, "not a URL", id="bad-port"),
+        pytest.param({"server": "https://[fd00::1:6443"}, {}, "not a URL", id="broken-ipv6"),
         pytest.param({"server": "https://h:6443", "certificate-authority-data": "not base64!"}, {}, "not base64",
                      id="bad-ca-data"),
         pytest.param({"server": "https://h:6443", "certificate-authority-data": "Q0E="}, {}, "cannot be used", id="ca-not-pem"),
