@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,21 @@ if not LINK.exists():
     LINK.symlink_to(Path("../../../.."))
 if str(COLLECTIONS) not in sys.path:
     sys.path.insert(0, str(COLLECTIONS))
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """A loopback fake API's handler: answer(status, body) sends body as JSON; nothing is logged."""
+
+    def answer(self, status, body):
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
 
 
 def load_cases(name):

@@ -6,15 +6,14 @@ prune before anything is removed."""
 
 import copy
 import hashlib
-import json
 import os
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 import yaml
-from conftest import run_playbook, write_inventory
+from conftest import JsonHandler, run_playbook, write_inventory
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import model_servers as wl
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node import model_weights as mw
@@ -66,20 +65,12 @@ def vllm_pod(path, node, name):
     }
 
 
-class FakeApi(BaseHTTPRequestHandler):
+class FakeApi(JsonHandler):
     """Discovery, GET of a Node, and the Pod list with its spec.nodeName field selector, as the API server answers."""
 
     nodes = {}
     pods = []
     requests = []
-
-    def answer(self, code, body):
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def do_GET(self):
         url = urlparse(self.path)
@@ -108,9 +99,6 @@ class FakeApi(BaseHTTPRequestHandler):
                 items = [p for p in items if p["spec"].get("nodeName") == value]
             return self.answer(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
         return self.answer(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404})
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture

@@ -5,16 +5,15 @@ LIST with selectors, and a kubeconfig handed on to kubernetes.core.k8s_info."""
 import base64
 import datetime
 import ipaddress
-import json
 import ssl
 import tempfile
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 import yaml
-from conftest import run_module
+from conftest import JsonHandler, run_module
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -61,7 +60,7 @@ OBJECTS = {
 }
 
 
-class FakeApi(BaseHTTPRequestHandler):
+class FakeApi(JsonHandler):
     """Serves DISCOVERY, COLLECTIONS (paginated, `gpu=true` label selector) and OBJECTS; 401 without the token
     when one is set; records every request."""
 
@@ -91,17 +90,6 @@ class FakeApi(BaseHTTPRequestHandler):
         return self.answer(
             200, {"kind": "List", "apiVersion": "v1", "metadata": meta, "items": items[start : start + limit]}
         )
-
-    def answer(self, status, body):
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
 
 
 def _cert(subject, issuer_key, key, issuer=None, ca=False, san=None):
