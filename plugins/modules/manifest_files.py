@@ -70,6 +70,11 @@ removed:
   description: Name to content of each file removed (or that would be).
   returned: always
   type: dict
+present:
+  description: Names of the files in O(path) after the run (or that would be), the others' included.
+  returned: always
+  type: list
+  elements: str
 """
 
 import os
@@ -77,7 +82,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node.file_ops import set_attributes, write_atomic
-from ansible_collections.aiinfra.k3s.plugins.module_utils.node.manifest_files import bad_names, changes
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.manifest_files import bad_names, changes, present
 
 
 def main():
@@ -121,7 +126,12 @@ def main():
         diff.append({"before_header": name, "after_header": name, "before": old, "after": ""})
         if not module.check_mode:
             os.unlink(os.path.join(directory, name))
-    result = {"changed": changed, "written": sorted(todo["write"]), "removed": todo["remove"]}
+    result = {
+        "changed": changed,
+        "written": sorted(todo["write"]),
+        "removed": todo["remove"],
+        "present": present(directory, files, p["absent"]),
+    }
     if module._diff:
         result["diff"] = diff
     module.exit_json(**result)

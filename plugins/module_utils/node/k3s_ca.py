@@ -1,0 +1,39 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.k3s developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The cluster CA's hash as a joining node pins it, read on the first server: K3s's hash of its self-signed CA is the
+sha256 of server-ca.crt as stored, and K3s writes it into its own full token (K10<hash>::server:<secret>) beside it.
+Plain functions; the module k3s_ca_info reads the two files with them. The token's secret never leaves read_ca."""
+
+import hashlib
+import os
+import re
+
+TOKEN_PREFIX = re.compile(r"^K10([0-9a-f]{64})::")
+
+
+def ca_hash(ca_bytes):
+    """The sha256 hex digest of the CA file's bytes, as K3s computes it for its self-signed CA."""
+    return hashlib.sha256(ca_bytes).hexdigest()
+
+
+def token_ca_hash(token_text):
+    """The CA hash a full K3s token carries, or '' when the text is not a full token (K10<sha256>::...)."""
+    match = TOKEN_PREFIX.match(token_text.strip())
+    return match.group(1) if match else ""
+
+
+def read_ca(server_dir):
+    """{ca_hash, token_ca_hash}: '' for a file the server has not written (yet) or cannot be read."""
+    result = {"ca_hash": "", "token_ca_hash": ""}
+    try:
+        with open(os.path.join(server_dir, "tls", "server-ca.crt"), "rb") as handle:
+            result["ca_hash"] = ca_hash(handle.read())
+    except OSError:
+        return result
+    try:
+        with open(os.path.join(server_dir, "token"), encoding="utf-8", errors="replace") as handle:
+            result["token_ca_hash"] = token_ca_hash(handle.read())
+    except OSError:
+        pass
+    return result
