@@ -46,6 +46,19 @@ ARGUMENT_SPEC = dict(
     timeout=dict(type="int", default=60),
 )
 
+# The options of aiinfra.k3s.api_objects (server-side apply; its action and its documentation stub share them).
+APPLY_ARGUMENT_SPEC = dict(
+    kubeconfig=dict(type="path"),
+    context=dict(type="str"),
+    definition=dict(type="list", elements="dict", required=True),
+    field_manager=dict(type="str", required=True),
+    force_conflicts=dict(type="bool", default=True),
+    validate_certs=dict(type="bool", default=True),
+    timeout=dict(type="int", default=60),
+)
+# What an apply that changed nothing may still answer differently (the dry run of check mode keeps no version).
+VOLATILE_METADATA = ("resourceVersion", "managedFields", "generation")
+
 
 class ApiError(Exception):
     """A request failed: status is the HTTP status (None when no answer came)."""
@@ -220,16 +233,21 @@ class Connection:
             conn.connect = connect
         return conn
 
-    def request(self, path, query=None):
-        """The decoded JSON of GET path?query; ApiError with the status on anything but 200."""
+    def request(self, path, query=None, method="GET", body=None, content_type=None):
+        """The decoded JSON of METHOD path?query (body: an object sent as JSON with content_type); ApiError with the
+        status on anything but 200 or 201."""
         target = self._prefix + path + ("?" + urlencode(query) if query else "")
+        headers, data = self._headers, None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers = dict(self._headers, **{"Content-Type": content_type or "application/json"})
         for attempt in (1, 2):
             if self._conn is None:
                 self._conn = self._connect()
             try:
-                self._conn.request("GET", target, headers=self._headers)
+                self._conn.request(method, target, body=data, headers=headers)
                 response = self._conn.getresponse()
-                body = response.read()
+                answer = response.read()
                 break
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
                 # a kept-alive connection the server closed: one new connection, then give up
@@ -239,14 +257,14 @@ class Connection:
             except (OSError, http.client.HTTPException) as exc:
                 self.close()
                 raise ApiError("%s%s: %s" % (self.server, path, exc)) from exc
-        if response.status != 200:
+        if response.status not in (200, 201):
             try:
-                reason = json.loads(body).get("message") or response.reason
+                reason = json.loads(answer).get("message") or response.reason
             except (ValueError, AttributeError):
                 reason = response.reason
             raise ApiError("%s%s: %s %s" % (self.server, path, response.status, reason), response.status)
         try:
-            return json.loads(body)
+            return json.loads(answer)
         except ValueError as exc:
             raise ApiError("%s%s: the answer is not JSON: %s" % (self.server, path, exc)) from exc
 
@@ -334,3 +352,57 @@ def read_objects(conn, api_version, kind, name=None, namespace=None, label_selec
     except ListError as exc:
         raise ApiError("%s: %s" % (path, exc)) from exc
     return True, objects
+
+
+def _comparable(obj):
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in VOLATILE_METADATA}
+    return dict(obj, metadata=meta)
+
+
+def apply_objects(conn, objects, field_manager, force=True, dry_run=False):
+    """Server-side apply of each object in order, as `kubectl apply --server-side` does: a GET of the object as it is,
+    then a PATCH with the apply content type. Returns [(before or None, after)]; an object changed when it is new or
+    its resourceVersion moved (with dry_run, nothing is stored: when its content, less what only a write changes,
+    differs). ApiError names the object; a kind the API does not serve is an error too."""
+    out = []
+    for obj in objects:
+        api_version, kind = obj.get("apiVersion"), obj.get("kind")
+        meta = obj.get("metadata") or {}
+        name = meta.get("name")
+        if not (api_version and kind and name):
+            raise ApiError("an object to apply needs apiVersion, kind and metadata.name: %s" % _label(obj))
+        found = conn.resource(api_version, kind)
+        if found is None:
+            raise ApiError("%s: the API serves no %s in %s" % (_label(obj), kind, api_version))
+        plural, namespaced = found
+        path = "%s/%s" % (collection_path(api_version, plural, (meta.get("namespace") or "default") if namespaced
+                                          else None), quote(name, safe=""))  # fmt: skip
+        try:
+            before = conn.request(path)
+        except ApiError as exc:
+            if exc.status != 404:
+                raise ApiError("%s: %s" % (_label(obj), exc), exc.status) from exc
+            before = None
+        query = [("fieldManager", field_manager)] + ([("force", "true")] if force else [])
+        query += [("dryRun", "All")] if dry_run else []
+        try:
+            after = conn.request(path, query, method="PATCH", body=obj, content_type="application/apply-patch+yaml")
+        except ApiError as exc:
+            raise ApiError("%s: %s" % (_label(obj), exc), exc.status) from exc
+        out.append((before, after))
+    return out
+
+
+def applied_changed(before, after, dry_run=False):
+    """Whether one apply of apply_objects changed the object (or would, with dry_run)."""
+    if before is None:
+        return True
+    if dry_run:
+        return _comparable(before) != _comparable(after)
+    return (before.get("metadata") or {}).get("resourceVersion") != (after.get("metadata") or {}).get("resourceVersion")
+
+
+def _label(obj):
+    meta = obj.get("metadata") or {}
+    where = (meta.get("namespace") + "/") if meta.get("namespace") else ""
+    return "%s %s%s" % (obj.get("kind"), where, meta.get("name"))

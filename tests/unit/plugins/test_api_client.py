@@ -5,6 +5,7 @@ LIST with selectors, and a kubeconfig handed on to kubernetes.core.k8s_info."""
 import base64
 import datetime
 import ipaddress
+import json
 import ssl
 import tempfile
 import threading
@@ -30,6 +31,7 @@ DISCOVERY = {
         {"name": "nodes/status", "kind": "Node", "namespaced": False},
         {"name": "namespaces", "kind": "Namespace", "namespaced": False},
         {"name": "pods", "kind": "Pod", "namespaced": True},
+        {"name": "secrets", "kind": "Secret", "namespaced": True},
     ],
     "/apis/apps/v1": [{"name": "deployments", "kind": "Deployment", "namespaced": True}],
 }
@@ -80,6 +82,8 @@ class FakeApi(JsonHandler):
             return self.answer(200, {"kind": "APIResourceList", "resources": DISCOVERY[url.path]})
         if url.path in OBJECTS:
             return self.answer(200, OBJECTS[url.path])
+        if url.path in FakeApi.applied:
+            return self.answer(200, FakeApi.applied[url.path])
         items = COLLECTIONS.get(url.path)
         if items is None:
             return self.answer(404, {"kind": "Status", "message": "%s not found" % url.path})
@@ -90,6 +94,31 @@ class FakeApi(JsonHandler):
         return self.answer(
             200, {"kind": "List", "apiVersion": "v1", "metadata": meta, "items": items[start : start + limit]}
         )
+
+
+    # Server-side apply, as the API server answers it: the stored object with a resourceVersion that moves only when
+    # the content does; dryRun=All stores nothing. The applied objects live in APPLIED by path.
+    applied = {}
+
+    def do_PATCH(self):
+        url = urlparse(self.path)
+        query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        FakeApi.requests.append((url.path, query, self.headers.get("Content-Type")))
+        if FakeApi.token and self.headers.get("Authorization") != "Bearer " + FakeApi.token:
+            return self.answer(401, {"kind": "Status", "message": "Unauthorized"})
+        if body["metadata"]["name"] == "refused":
+            return self.answer(422, {"kind": "Status", "message": "Secret \"refused\" is invalid"})
+        old = FakeApi.applied.get(url.path)
+        content = {k: v for k, v in body.items() if k != "metadata"}
+        if old and {k: v for k, v in old.items() if k != "metadata"} == content:
+            return self.answer(200, old)
+        version = str(int(old["metadata"]["resourceVersion"]) + 1) if old else "1"
+        new = dict(body, metadata=dict(body["metadata"], resourceVersion=version, managedFields=[
+            {"manager": query["fieldManager"], "operation": "Apply"}]))  # fmt: skip
+        if query.get("dryRun") != "All":
+            FakeApi.applied[url.path] = new
+        return self.answer(201 if old is None else 200, new)
 
 
 def _cert(subject, issuer_key, key, issuer=None, ca=False, san=None):
@@ -157,7 +186,7 @@ def serve(tls_dir=None):
 
 @pytest.fixture
 def http_api():
-    FakeApi.requests, FakeApi.token = [], "s3cret-token"
+    FakeApi.requests, FakeApi.token, FakeApi.applied = [], "s3cret-token", {}
     server = serve()
     yield "http://127.0.0.1:%d" % server.server_address[1]
     server.shutdown()
@@ -417,3 +446,75 @@ def test_wrapped_base64_and_default_port(pki, tmp_path):
 def test_bad_kubeconfig_values_are_api_errors(tmp_path, cluster, user, error):
     with pytest.raises(ApiError, match=error):
         api_client.connect(kubeconfig(tmp_path / "kc", cluster, user))
+
+
+NAMESPACE = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ai-serving"}}
+SECRET = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "gateway-key", "namespace": "ai-serving"},
+          "stringData": {"key": "k-1"}}  # fmt: skip
+
+
+def test_server_side_apply_changes_only_what_differs(http_api, tmp_path):
+    conn = api_client.connect(kubeconfig(tmp_path / "kc", {"server": http_api}, {"token": "s3cret-token"}))
+    first = api_client.apply_objects(conn, [NAMESPACE, SECRET], "aiinfra-k3s")
+    assert [api_client.applied_changed(b, a) for b, a in first] == [True, True]
+    patches = [r for r in FakeApi.requests if r[2] == "application/apply-patch+yaml"]
+    assert [(p[0], p[1]) for p in patches] == [
+        ("/api/v1/namespaces/ai-serving", {"fieldManager": "aiinfra-k3s", "force": "true"}),
+        ("/api/v1/namespaces/ai-serving/secrets/gateway-key", {"fieldManager": "aiinfra-k3s", "force": "true"}),
+    ]
+    again = api_client.apply_objects(conn, [NAMESPACE, SECRET], "aiinfra-k3s")
+    assert [api_client.applied_changed(b, a) for b, a in again] == [False, False]
+    rotated = dict(SECRET, stringData={"key": "k-2"})
+    (before, after), = api_client.apply_objects(conn, [rotated], "aiinfra-k3s", force=False)
+    assert api_client.applied_changed(before, after) and after["metadata"]["resourceVersion"] == "2"
+    assert "force" not in FakeApi.requests[-1][1]
+
+
+def test_a_dry_run_stores_nothing_and_says_what_would_change(http_api, tmp_path):
+    conn = api_client.connect(kubeconfig(tmp_path / "kc", {"server": http_api}, {"token": "s3cret-token"}))
+    (before, after), = api_client.apply_objects(conn, [SECRET], "m", dry_run=True)
+    assert before is None and api_client.applied_changed(before, after, dry_run=True)
+    assert FakeApi.requests[-1][1]["dryRun"] == "All" and FakeApi.applied == {}
+    api_client.apply_objects(conn, [SECRET], "m")
+    (before, after), = api_client.apply_objects(conn, [SECRET], "m", dry_run=True)
+    assert not api_client.applied_changed(before, after, dry_run=True)
+    (before, after), = api_client.apply_objects(conn, [dict(SECRET, stringData={"key": "k-2"})], "m", dry_run=True)
+    assert api_client.applied_changed(before, after, dry_run=True)
+    assert FakeApi.applied["/api/v1/namespaces/ai-serving/secrets/gateway-key"]["stringData"] == {"key": "k-1"}
+
+
+@pytest.mark.parametrize(
+    ("obj", "error"),
+    [
+        pytest.param({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}}, "serves no Job", id="kind"),
+        pytest.param({"apiVersion": "v1", "kind": "Secret", "metadata": {}}, "metadata.name", id="no-name"),
+        pytest.param(dict(SECRET, metadata={"name": "refused", "namespace": "x"}), "Secret x/refused: .*422 Secret",
+                     id="refused"),
+    ],
+)  # fmt: skip
+def test_an_apply_that_cannot_be_made_names_the_object(http_api, tmp_path, obj, error):
+    conn = api_client.connect(kubeconfig(tmp_path / "kc", {"server": http_api}, {"token": "s3cret-token"}))
+    with pytest.raises(ApiError, match=error):
+        api_client.apply_objects(conn, [NAMESPACE, obj], "m")
+
+
+@pytest.mark.slow
+def test_the_apply_action_in_check_mode_normal_and_diff(http_api, tmp_path):
+    """The action as Ansible runs it: check mode applies nothing, a run applies, a second run changes nothing, and the
+    diff of a changed Secret hides its values."""
+    args = {"kubeconfig": kubeconfig(tmp_path / "kc", {"server": http_api}, {"token": "s3cret-token"}),
+            "field_manager": "aiinfra-k3s", "definition": [NAMESPACE, SECRET]}  # fmt: skip
+    rc, out = run_module("aiinfra.k3s.api_objects", args, check=True)
+    assert rc == 0 and out["changed"] is True and out["reader"] == "api_client" and FakeApi.applied == {}
+    rc, out = run_module("aiinfra.k3s.api_objects", args)
+    assert rc == 0 and out["changed"] is True
+    assert [o["metadata"]["resourceVersion"] for o in out["objects"]] == ["1", "1"]
+    rc, out = run_module("aiinfra.k3s.api_objects", args)
+    assert rc == 0 and out["changed"] is False
+    args["definition"] = [dict(SECRET, stringData={"key": "k-2"})]
+    rc, out = run_module("aiinfra.k3s.api_objects", args, check=True, diff=True)
+    assert rc == 0 and out["changed"] is True and "k-2" not in json.dumps(out["diff"])
+    assert "<hidden>" in out["diff"][0]["after"] and out["diff"][0]["after_header"] == "Secret ai-serving/gateway-key"
+    args["definition"] = [dict(SECRET, metadata={"name": "refused", "namespace": "ai-serving"})]
+    rc, out = run_module("aiinfra.k3s.api_objects", args)
+    assert rc != 0 and "refused" in out["msg"] and "422" in out["msg"]

@@ -1,0 +1,97 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.k3s developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the controller-side API actions (api_objects_info, api_objects) share: the kubeconfig found and decrypted as
+kubernetes.core's actions find it, the task's proxy environment, a Connection of module_utils k8s/api_client, or the
+kubernetes.core module to hand the task to when the kubeconfig needs the kubernetes client."""
+
+import os
+
+from ansible.errors import AnsibleError
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.api_client import (
+    ApiError,
+    Unsupported,
+    connect,
+    default_kubeconfig,
+)
+
+LOCAL = ("local", "ansible.builtin.local", "ansible.legacy.local")
+
+
+class ApiAction(ActionBase):
+    """run() calls self._with_api(result, args, conn) with an open Connection, or self._hand_on(result, args,
+    kubeconfig, task_vars) when the kubeconfig needs the kubernetes client (only on the controller's own connection)."""
+
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _supports_check_mode = True
+    ARGUMENT_SPEC = {}
+    FALLBACK = ""  # the kubernetes.core module a kubeconfig this reader does not speak goes to
+
+    def _controller_path(self, path):
+        """The kubeconfig as kubernetes.core's actions find it: in the play's search path, and a readable copy when it
+        is vault-encrypted (a temporary file, removed by run() when it is done)."""
+        try:
+            path = self._find_needle("files", path)
+        except AnsibleError:
+            return path  # not found: the reader says so, naming the path
+        return self._loader.get_real_file(path, decrypt=True)
+
+    def _environment(self):
+        """The controller's environment with the task's `environment:` over it (the module process would see it)."""
+        env = dict(os.environ)
+        for entry in self._task.environment or []:
+            entry = self._templar.template(entry)
+            if isinstance(entry, dict):
+                env.update({str(k): str(v) for k, v in entry.items()})
+        return env
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        args = self.validate_argument_spec(argument_spec=self.ARGUMENT_SPEC)[1]
+        given = args["kubeconfig"] or default_kubeconfig()
+        result["changed"] = False
+        try:
+            real = self._controller_path(given)
+        except AnsibleError as exc:
+            result.update(failed=True, reader="api_client", msg="cannot read the kubeconfig %s: %s" % (given, exc))
+            return result
+        try:
+            return self._open(result, args, given, real, task_vars)
+        finally:
+            if real != given:
+                self._loader.cleanup_tmp_file(real)  # a decrypted copy lives no longer than the task
+
+    def _open(self, result, args, given, real, task_vars):
+        try:
+            conn = connect(real, args["context"], args["timeout"], args["validate_certs"], self._environment(),
+                           base_dir=os.path.dirname(os.path.abspath(os.path.expanduser(given))))  # fmt: skip
+        except Unsupported as why:
+            # The kubernetes.core module runs where the task runs: only on the controller is the path the same file.
+            if self._connection.transport not in LOCAL:
+                msg = "%s needs %s (%s), which would read it on the %s connection's host" % (
+                    given, self.FALLBACK, why, self._connection.transport)  # fmt: skip
+                result.update(failed=True, reader="api_client", msg=msg + ": run the task with delegate_to: localhost")
+                return result
+            self._hand_on(result, args, real, task_vars)
+            result["reader"] = self.FALLBACK
+            return result
+        except ApiError as exc:
+            result.update(failed=True, reader="api_client", msg="cannot use %s: %s" % (given, exc))
+            return result
+        try:
+            self._with_api(result, args, conn)
+        except ApiError as exc:
+            result.update(failed=True, msg=str(exc))
+        finally:
+            conn.close()
+        result["reader"] = "api_client"
+        return result
+
+    def _with_api(self, result, args, conn):
+        raise NotImplementedError
+
+    def _hand_on(self, result, args, kubeconfig, task_vars):
+        raise NotImplementedError
