@@ -11,6 +11,9 @@ description:
   - Reads the Nodes and Pods of a cluster, from the Kubernetes API (one paginated LIST per kind using C(limit) and
     C(continue), never one call per node) or from C(kubectl get nodes -o json) and C(kubectl get pods -A -o json)
     files (offline analysis of a support bundle).
+  - On the controller's own connection (C(delegate_to: localhost)) an action plugin runs the same analysis in the
+    controller's process, sparing a module process; a kubeconfig that needs the kubernetes client (an exec or
+    auth-provider plugin, basic auth, a proxy) and any other host run the module.
   - For every GPU node (matching O(gpu_node_selector), named in O(expected_gpus), labelled
     C(nvidia.com/gpu.present=true), or advertising GPUs) it returns physical, expected, capacity, allocatable,
     requested and free GPU devices, and a list of findings with stable codes.
@@ -173,13 +176,21 @@ from urllib.parse import urlencode
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.urls import open_url
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.gpu.allocation import analyze, failing
+from ansible_collections.aiinfra.k3s.plugins.module_utils.gpu.allocation_info import (
+    ARGUMENT_SPEC,
+    REQUIRED_TOGETHER,
+    api_lists,
+    connect,
+    connection_pager,
+    file_lists,
+    report,
+    unreadable,
+)
 from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import api_client
-from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.api_list import iter_all, iter_list_file, list_all
 
 
-def client_lists(params, module):
-    """Nodes and pods through the kubernetes client's kubeconfig loader, for what api_client does not speak (exec
+def client_pager(params, module):
+    """pager(path) through the kubernetes client's kubeconfig loader, for what api_client does not speak (exec
     or auth-provider plugins, basic auth, a proxy): the client reads the kubeconfig and runs its plugins; the
     requests go through Ansible's open_url. Imported only then: the import alone costs a third of a second."""
     try:
@@ -216,89 +227,25 @@ def client_lists(params, module):
     return pager
 
 
-def api_lists(params, module):
-    """Nodes and pods through the API, one paginated LIST per kind, as raw JSON (no model objects)."""
-    try:
-        conn = api_client.connect(
-            params["kubeconfig"] or api_client.default_kubeconfig(), params["context"],
-            validate_certs=params["validate_certs"],
-        )  # fmt: skip
-    except api_client.Unsupported:
-        pager = client_lists(params, module)
-    else:
-
-        def pager(path):
-            return lambda limit, token: conn.request(
-                path, [("limit", limit)] + ([("continue", token)] if token else [])
-            )
-
-    nodes, node_pages = list_all(pager("/api/v1/nodes"), params["page_size"])
-    pod_stats = {}
-    # Pods are analysed as their pages arrive: only one page is held at a time.
-    pods = iter_all(pager("/api/v1/pods"), params["page_size"], pod_stats)
-    return nodes, pods, {"type": "api", "pages": {"nodes": node_pages, "pods": pod_stats}}
-
-
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            kubeconfig=dict(type="path"),
-            context=dict(type="str"),
-            validate_certs=dict(type="bool", default=True),
-            nodes_file=dict(type="path"),
-            pods_file=dict(type="path"),
-            page_size=dict(type="int", default=500),
-            expected_gpus=dict(type="dict", default={}),
-            gpu_node_selector=dict(type="dict", default={"ai-workload": "true"}),
-            gpu_taint=dict(type="str", default="nvidia.com/gpu=present:NoSchedule"),
-            allowed_pods=dict(type="list", elements="dict", default=[]),
-            system_namespaces=dict(
-                type="list",
-                elements="str",
-                default=["kube-system", "kube-public", "kube-node-lease", "gpu-operator", "nvidia-gpu-operator"],
-            ),
-            fail_on=dict(type="list", elements="str", choices=["error", "warning", "info"], default=["error"]),
-        ),
-        required_together=[("nodes_file", "pods_file")],
-        supports_check_mode=True,
+        argument_spec=ARGUMENT_SPEC, required_together=REQUIRED_TOGETHER, supports_check_mode=True
     )
     p = module.params
     try:
         if p["nodes_file"]:
-            nodes = list(iter_list_file(p["nodes_file"]))
-            pods = iter_list_file(p["pods_file"])  # decoded one pod at a time while analysed
-            source = {"type": "files", "nodes_file": p["nodes_file"], "pods_file": p["pods_file"]}
+            nodes, pods, source = file_lists(p)
         else:
-            nodes, pods, source = api_lists(p, module)
-        result = analyze(
-            nodes,
-            pods,
-            p["expected_gpus"],
-            p["gpu_node_selector"],
-            p["gpu_taint"],
-            p["allowed_pods"],
-            p["system_namespaces"],
-        )
+            try:
+                pager = connection_pager(connect(p))
+            except api_client.Unsupported:
+                pager = client_pager(p, module)
+            nodes, pods, source = api_lists(pager, p["page_size"])
+        result, failure = report(p, nodes, pods, source)
     except Exception as exc:  # one error path: what could not be read, and why
-        module.fail_json(
-            msg="GPU allocation could not be analysed (%s): %s"
-            % ("files" if p["nodes_file"] else "Kubernetes API", exc)
-        )
-    if source["type"] == "api":
-        source["pages"]["pods"] = source["pages"]["pods"].get("pages", 0)
-    result["source"] = source
-    bad = failing(result["findings"], p["fail_on"])
-    if bad:
-        module.fail_json(
-            msg="%d GPU finding(s) at severity %s: %s"
-            % (
-                len(bad),
-                "/".join(p["fail_on"]),
-                "; ".join("%s %s" % (f["code"], f["node"] or f["pod"]) for f in bad[:10]),
-            ),
-            changed=False,
-            **result,
-        )
+        module.fail_json(msg=unreadable(p, exc))
+    if failure:
+        module.fail_json(msg=failure, changed=False, **result)
     module.exit_json(changed=False, **result)
 
 

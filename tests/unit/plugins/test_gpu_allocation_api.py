@@ -123,3 +123,25 @@ def test_files_path(tmp_path):
     )
     assert rc == 0 and result["source"]["type"] == "files"
     assert [f["code"] for f in result["findings"]] == ["NON_GPU_POD_ON_GPU_NODE"]
+
+
+@pytest.mark.slow
+def test_a_kubeconfig_with_an_exec_plugin_is_read_by_the_modules_kubernetes_client(api_server, tmp_path):
+    """The action analyses in the controller's process what api_client speaks; a kubeconfig whose user runs an exec
+    credential plugin goes to the module, whose kubernetes client runs the plugin: the same pages, the same findings."""
+    port = api_server.server_address[1]
+    plugin = tmp_path / "credential"
+    plugin.write_text(
+        '#!/bin/sh\necho \'{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",'
+        ' "status": {"token": "not-a-secret"}}\'\n'
+    )
+    plugin.chmod(0o755)
+    path = kubeconfig(tmp_path, port)
+    config = yaml.safe_load(path.read_text())
+    config["users"][0]["user"] = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin),
+                                           "interactiveMode": "Never"}}  # fmt: skip
+    path.write_text(yaml.safe_dump(config))
+    rc, result = run_module(MODULE, {"kubeconfig": str(path), "page_size": 1, "fail_on": []})
+    assert rc == 0, result.get("msg")
+    assert result["source"] == {"type": "api", "pages": {"nodes": 2, "pods": 3}}
+    assert [f["code"] for f in result["findings"]] == ["NON_GPU_POD_ON_GPU_NODE"]
