@@ -9,7 +9,7 @@ short_description: Read what node preparation needs to know about a host, in one
 version_added: 0.1.0
 description:
   - Reports whether the kernel loads modules, which firewall is active (ufw, firewalld or none), which of
-    O(packages) are not installed, and the state of each unit of O(units).
+    O(packages) are not installed, the state of each unit of O(units), and whether swap is in use.
   - Reads only; the prereq role changes a host only where this says it differs. The parsing is in module_utils
     C(node_info.py).
 author:
@@ -61,6 +61,10 @@ units:
   description: Unit name to its C(loaded), C(enabled) and C(active) booleans.
   returned: always
   type: dict
+swap_active:
+  description: Whether a swap area is in use (C(/proc/swaps) lists one).
+  returned: always
+  type: bool
 """
 
 import os
@@ -70,6 +74,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node.node_info import (
     active_firewall,
     missing_packages,
+    swap_active,
     unit_state,
 )
 
@@ -81,6 +86,15 @@ def output(module, argv):
         return None
     _rc, out, _err = module.run_command([path, *argv[1:]])
     return out
+
+
+def read_text(path):
+    """A file's text, or None when it cannot be read."""
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except OSError:
+        return None
 
 
 def main():
@@ -105,6 +119,7 @@ def main():
         firewall=active_firewall(output(module, ["ufw", "status"]), output(module, ["firewall-cmd", "--state"])),
         missing_packages=missing_packages(p["packages"], dpkg or ""),
         units=units,
+        swap_active=swap_active(read_text("/proc/swaps")),
     )
 
 

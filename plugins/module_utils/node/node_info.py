@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, aiinfra.k3s developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What the prereq role must know about a node before it changes anything, read from the outputs of ufw,
-firewall-cmd, dpkg-query and systemctl. Plain functions on text; the module runs the commands."""
+firewall-cmd, dpkg-query and systemctl, and from /proc/swaps. Plain functions on text; the module runs the commands."""
 
 import re
 
@@ -40,3 +40,9 @@ def unit_state(show_output):
         "enabled": props.get("UnitFileState") in ("enabled", "enabled-runtime", "static", "alias"),
         "active": props.get("ActiveState") == "active",
     }
+
+
+def swap_active(proc_swaps):
+    """Whether any swap area is in use, from /proc/swaps (a header line, then one line per active area); None (no
+    such file) counts as none."""
+    return bool(proc_swaps) and any(line.strip() for line in proc_swaps.splitlines()[1:])

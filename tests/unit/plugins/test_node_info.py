@@ -5,6 +5,7 @@ import pytest
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node.node_info import (
     active_firewall,
     missing_packages,
+    swap_active,
     unit_state,
 )
 
@@ -51,3 +52,16 @@ def test_missing_packages_from_dpkg_query():
 )
 def test_unit_state_from_systemctl_show(show, state):
     assert unit_state(show) == state
+
+
+@pytest.mark.parametrize(
+    ("proc_swaps", "active"),
+    [
+        ("Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n/dev/sda2 partition\t4194300\t0\t-2\n", True),
+        ("Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n", False),
+        ("", False),
+        (None, False),
+    ],
+)
+def test_swap_in_use_from_proc_swaps(proc_swaps, active):
+    assert swap_active(proc_swaps) is active
