@@ -12,7 +12,9 @@ description:
     otherwise) and, when present, the airgap image tarball of every architecture in O(architectures).
   - Fails, naming the file, when an artifact is missing, not listed in the checksum file, or does not match
     its digest, so that nothing unverified is ever installed.
-  - Read-only; runs where the artifacts are (normally the controller, with C(delegate_to=localhost)).
+  - Read-only; runs where the artifacts are (normally the controller, with C(delegate_to=localhost)). On the
+    controller's own connection without become, an action plugin verifies in the controller's process, sparing a
+    module process; elsewhere the module runs.
 author:
   - aiinfra.k3s developers (@aiinfra)
 options:
@@ -71,42 +73,21 @@ artifacts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.node import verified_files
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node.k3s_release import (
+    RELEASE_INFO_SPEC,
     ArtifactError,
-    k3s_arch,
-    verify_release,
+    release_info,
 )
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", required=True),
-            architectures=dict(type="list", elements="str", default=["amd64"]),
-            require_images=dict(type="bool", default=False),
-            pins=dict(type="dict", default={}),
-            record=dict(type="path"),
-        ),
-        supports_check_mode=True,
-    )
-    record_path = module.params["record"]
-    record = verified_files.load_record(record_path) if record_path else None
-    kept = dict(record or {})
+    module = AnsibleModule(argument_spec=RELEASE_INFO_SPEC, supports_check_mode=True)
     try:
-        arches = sorted(set(k3s_arch(a) for a in module.params["architectures"]))
-        artifacts = verify_release(
-            module.params["path"], arches, module.params["require_images"], module.params["pins"], record
-        )
+        artifacts, warning = release_info(module.params, module.check_mode)
     except (ArtifactError, OSError) as exc:
         module.fail_json(msg="K3s artifacts in %s cannot be used: %s" % (module.params["path"], exc))
-    if record is not None and record != kept and not module.check_mode:
-        try:
-            verified_files.write_record(record_path, record)
-        except OSError as exc:
-            module.warn(
-                "the record %s could not be written (%s): the artifacts are hashed again next run" % (record_path, exc)
-            )
+    if warning:
+        module.warn(warning)
     module.exit_json(changed=False, artifacts=artifacts)
 
 

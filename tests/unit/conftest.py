@@ -87,10 +87,11 @@ def run_playbook(name, inventory, callback="ansible.posix.json", extra=(), env=N
     return proc, (json.loads(proc.stdout) if callback.endswith("json") else None)
 
 
-def run_module(module, args, check=False, diff=False):
-    """Run a collection module on localhost as Ansible does; returns (rc, the module's result)."""
+def run_module(module, args, check=False, diff=False, extra=()):
+    """Run a collection module on localhost as Ansible does; returns (rc, the module's result). extra: more
+    arguments of `ansible` (e.g. become)."""
     argv = [tool("ansible"), "localhost", "-m", module, "-a", json.dumps(args)] + (["--check"] if check else [])
-    argv += ["--diff"] if diff else []
+    argv += (["--diff"] if diff else []) + list(extra)
     proc = subprocess.run(argv, capture_output=True, text=True, env=ansible_env(), cwd=ROOT, timeout=120, check=False)
     return proc.returncode, json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
 

@@ -197,3 +197,31 @@ def verify_release(directory, arches, require_images=False, pins=None, record=No
             )
         result[arch] = entry
     return result
+
+
+# The options of aiinfra.k3s.k3s_release_info (its module and its controller-side action share them).
+RELEASE_INFO_SPEC = dict(
+    path=dict(type="path", required=True),
+    architectures=dict(type="list", elements="str", default=["amd64"]),
+    require_images=dict(type="bool", default=False),
+    pins=dict(type="dict", default={}),
+    record=dict(type="path"),
+)
+
+
+def release_info(params, check_mode=False):
+    """(artifacts, warning or None) of k3s_release_info's options: the release verified, the record of hashed files
+    read and, unless check_mode, written back when it changed (a record that cannot be written is a warning: the
+    files are hashed again next run). ArtifactError or OSError when the release cannot be used."""
+    record = verified_files.load_record(params["record"]) if params["record"] else None
+    kept = dict(record or {})
+    arches = sorted(set(k3s_arch(a) for a in params["architectures"]))
+    artifacts = verify_release(params["path"], arches, params["require_images"], params["pins"], record)
+    warning = None
+    if record is not None and record != kept and not check_mode:
+        try:
+            verified_files.write_record(params["record"], record)
+        except OSError as exc:
+            warning = "the record %s could not be written (%s): the artifacts are hashed again next run" % (
+                params["record"], exc)  # fmt: skip
+    return artifacts, warning

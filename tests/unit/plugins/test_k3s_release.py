@@ -1,7 +1,8 @@
 import os
+import subprocess
 
 import pytest
-from conftest import run_module
+from conftest import ansible_env, run_module, tool
 from make_test_airgap import make_bundle
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node import k3s_release as rel
@@ -176,6 +177,21 @@ def test_a_record_spares_hashing_unchanged_artifacts_and_never_hides_a_change(tm
     with pytest.raises(rel.ArtifactError, match="k3s does not match its checksum"):
         rel.verify_release(str(bundle), ["amd64"], require_images=True, record=record)
     assert str(made["binary"]) not in record
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="becomes root with su, which asks no password of root only")
+def test_in_the_controllers_process_or_as_a_module_with_become(tmp_path):
+    """On the controller's own connection the action verifies in its process (no command is executed); with become it
+    runs the module (Ansible executes its AnsiballZ wrapper), which finds the same artifacts."""
+    make_bundle(tmp_path)
+    found = []
+    for extra in ([], ["--become", "--become-method", "su"]):
+        argv = [tool("ansible"), "localhost", "-m", "aiinfra.k3s.k3s_release_info", "-a", "path=%s" % tmp_path, "-vvv"]
+        proc = subprocess.run(argv + extra, capture_output=True, text=True, env=ansible_env("default"), timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        found.append(("EXEC " in proc.stdout, "k3s-airgap-images-amd64.tar.zst" in proc.stdout))
+    assert found == [(False, True), (True, True)]
 
 
 def test_module_keeps_the_record_outside_check_mode(tmp_path):
