@@ -15,6 +15,9 @@ description:
     group, and C(~) and environment variables in a path are expanded.
   - One module run instead of one file, copy or template task per path; on a node whose files are already right
     it only reads them. The logic is in module_utils C(node_files.py).
+  - On the controller's own connection without become (a file written on the controller), an action plugin reads
+    the files in the controller's process first and, when nothing differs (no O(links)), returns without a module
+    run; any change runs the module, which alone writes.
 author:
   - aiinfra.k3s developers (@aiinfra)
 options:
@@ -135,54 +138,24 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node.file_ops import set_attributes, write_atomic
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node.node_files import (
-    bad_paths,
+    ARGUMENT_SPEC,
     changes,
     diff_entries,
-    expand,
     free_space,
     present,
+    wanted,
     wanted_mode,
 )
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "directories": {"type": "dict", "default": {}},
-            "files": {
-                "type": "list",
-                "elements": "dict",
-                "default": [],
-                "options": {
-                    "path": {"type": "path", "required": True},
-                    "content": {"type": "str", "required": True},
-                    "mode": {"type": "str", "default": "0644"},
-                },
-            },
-            "secret_files": {"type": "dict", "default": {}, "no_log": True},
-            "links": {"type": "dict", "default": {}},
-            "absent": {"type": "list", "elements": "str", "default": []},
-            "probe": {"type": "list", "elements": "str", "default": []},
-            "free_space": {"type": "list", "elements": "str", "default": []},
-            "owner": {"type": "str"},
-            "group": {"type": "str"},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     p = module.params
-    texts = {f["path"]: f["content"] for f in p["files"]}
-    secrets = {expand(str(k)): str(v) for k, v in p["secret_files"].items()}
-    texts.update(secrets)
-    modes = {f["path"]: f["mode"] for f in p["files"]}
-    modes.update({path: "0600" for path in secrets})
-    dirs = {expand(str(k)): v if isinstance(v, int) else str(v or "0755") for k, v in p["directories"].items()}
-    links = {expand(str(k)): str(v) for k, v in p["links"].items()}
-    absent = [expand(path) for path in p["absent"]]
-    probe = {path: expand(path) for path in p["probe"]}
-    measure = {path: expand(path) for path in p["free_space"]}
-    bad = bad_paths(list(dirs) + list(texts) + list(links) + absent + list(probe.values()) + list(measure.values()))
-    if bad:
-        module.fail_json(msg="node_files takes absolute paths without '..': %s" % ", ".join(map(repr, bad)))
+    want = wanted(p)
+    texts, secrets, modes, dirs = want["texts"], want["secrets"], want["modes"], want["dirs"]
+    links, absent, probe, measure = want["links"], want["absent"], want["probe"], want["measure"]
+    if want["bad"]:
+        module.fail_json(msg="node_files takes absolute paths without '..': %s" % ", ".join(map(repr, want["bad"])))
 
     todo = changes(list(dirs), texts, links, absent)
     changed = bool(todo["directories"] or todo["write"] or todo["links"] or todo["remove"])
@@ -212,7 +185,7 @@ def main():
         "free_space": {path: free_space(measure[path]) for path in measure},
     }
     if module._diff:
-        result["diff"] = diff_entries(todo, set(secrets))
+        result["diff"] = diff_entries(todo, secrets)
     module.exit_json(**result)
 
 

@@ -4,9 +4,95 @@
 """The configuration files of a node in one pass: directories, files with their text, symbolic links and paths that
 must not exist. Plain read-only functions; the module adds ownership, mode and Ansible's atomic move."""
 
+import grp
 import os
+import pwd
 
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.file_ops import octal_mode
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node.manifest_files import read
+
+# The options of aiinfra.k3s.node_files (its module and its controller-side action share them).
+ARGUMENT_SPEC = {
+    "directories": {"type": "dict", "default": {}},
+    "files": {
+        "type": "list",
+        "elements": "dict",
+        "default": [],
+        "options": {
+            "path": {"type": "path", "required": True},
+            "content": {"type": "str", "required": True},
+            "mode": {"type": "str", "default": "0644"},
+        },
+    },
+    "secret_files": {"type": "dict", "default": {}, "no_log": True},
+    "links": {"type": "dict", "default": {}},
+    "absent": {"type": "list", "elements": "str", "default": []},
+    "probe": {"type": "list", "elements": "str", "default": []},
+    "free_space": {"type": "list", "elements": "str", "default": []},
+    "owner": {"type": "str"},
+    "group": {"type": "str"},
+}
+
+
+def wanted(params):
+    """The options as the module acts on them: {texts: {path: text}, secrets: set of paths, modes: {path: mode},
+    dirs: {path: mode}, links, absent, probe: {given: expanded}, measure: {given: expanded}, bad: refused paths}."""
+    texts = {f["path"]: f["content"] for f in params["files"]}
+    secrets = {expand(str(k)): str(v) for k, v in params["secret_files"].items()}
+    texts.update(secrets)
+    modes = {f["path"]: f["mode"] for f in params["files"]}
+    modes.update({path: "0600" for path in secrets})
+    dirs = {expand(str(k)): v if isinstance(v, int) else str(v or "0755") for k, v in params["directories"].items()}
+    links = {expand(str(k)): str(v) for k, v in params["links"].items()}
+    absent = [expand(path) for path in params["absent"]]
+    probe = {path: expand(path) for path in params["probe"]}
+    measure = {path: expand(path) for path in params["free_space"]}
+    bad = bad_paths(list(dirs) + list(texts) + list(links) + absent + list(probe.values()) + list(measure.values()))
+    return {"texts": texts, "secrets": set(secrets), "modes": modes, "dirs": dirs, "links": links, "absent": absent,
+            "probe": probe, "measure": measure, "bad": bad}  # fmt: skip
+
+
+def _id(name, table):
+    if name is None:
+        return None
+    if str(name).isdigit():
+        return int(name)
+    try:
+        return table(str(name))
+    except KeyError:
+        return -1  # no such user or group here: never equal, so the module decides (and says so)
+
+
+def attributes_hold(path, mode=None, owner=None, group=None):
+    """Whether an existing path already has mode, owner and group (each when given); a symbolic mode cannot be told
+    without applying it, so it never holds here."""
+    if mode is not None and octal_mode(mode) is None:
+        return False
+    stat = os.stat(path)
+    return (
+        (mode is None or (stat.st_mode & 0o7777) == octal_mode(mode))
+        and (owner is None or stat.st_uid == _id(owner, lambda n: pwd.getpwnam(n).pw_uid))
+        and (group is None or stat.st_gid == _id(group, lambda n: grp.getgrnam(n).gr_gid))
+    )
+
+
+def converged(params):
+    """The module's result when it would change nothing (read in this process), else None: the module must run."""
+    want = wanted(params)
+    if want["bad"] or want["links"]:
+        return None
+    todo = changes(list(want["dirs"]), want["texts"], want["links"], want["absent"])
+    if todo["directories"] or todo["write"] or todo["links"] or todo["remove"]:
+        return None
+    for path, mode in list(want["dirs"].items()) + [(path, want["modes"][path]) for path in want["texts"]]:
+        if not attributes_hold(path, mode, params["owner"], params["group"]):
+            return None
+    return {
+        "changed": False,
+        "written": [],
+        "present": [path for path in want["probe"] if present([want["probe"][path]])],
+        "free_space": {path: free_space(want["measure"][path]) for path in want["measure"]},
+    }
 
 
 def changes(directories, files, links, absent):

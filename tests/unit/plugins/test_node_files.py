@@ -2,14 +2,16 @@
 
 import json
 import os
+import pwd
 import subprocess
 
 import pytest
-from conftest import run_module
+from conftest import ansible_env, run_module, tool
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node.node_files import (
     bad_paths,
     changes,
+    converged,
     diff_entries,
     free_space,
     present,
@@ -164,3 +166,48 @@ def test_module_converges_files_modes_and_links_then_reports_nothing(tmp_path):
     rc, result = run_module("aiinfra.k3s.node_files", args)
     assert rc == 0 and not result["changed"] and result["written"] == []
     assert result["present"] == [str(tmp_path / "k3s"), str(etc)]
+
+
+def _converged_args(tmp_path, **extra):
+    etc = tmp_path / "etc"
+    etc.mkdir(mode=0o700, exist_ok=True)
+    etc.chmod(0o700)
+    (etc / "kubeconfig").write_text("k: 1\n")
+    (etc / "kubeconfig").chmod(0o600)
+    args = {"directories": {str(etc): "0700"}, "files": [], "secret_files": {str(etc / "kubeconfig"): "k: 1\n"},
+            "links": {}, "absent": [], "probe": [str(etc)], "free_space": [], "owner": None, "group": None}  # fmt: skip
+    args.update(extra)
+    return args, etc
+
+
+def test_converged_is_read_here_and_any_difference_leaves_it_to_the_module(tmp_path):
+    args, etc = _converged_args(tmp_path)
+    assert converged(args) == {"changed": False, "written": [], "present": [str(etc)], "free_space": {}}
+    user = pwd.getpwuid(os.getuid()).pw_name
+    assert converged(dict(args, owner=user, group=str(os.getgid()))) is not None
+    assert converged(dict(args, owner="no-such-user-here")) is None
+    assert converged(dict(args, secret_files={str(etc / "kubeconfig"): "k: 2\n"})) is None
+    assert converged(dict(args, directories={str(etc): "u=rwx"})) is None  # symbolic: only the module can tell
+    assert converged(dict(args, links={str(tmp_path / "l"): "/x"})) is None
+    assert converged(dict(args, absent=[str(etc / "kubeconfig.old")])) is not None
+    (etc / "kubeconfig").chmod(0o644)
+    assert converged(args) is None
+
+
+@pytest.mark.slow
+def test_the_action_answers_a_converged_local_tree_itself_and_runs_the_module_for_a_change(tmp_path):
+    """On the controller's own connection: nothing to change is found in the action's process (Ansible executes
+    nothing); a drifted mode makes it run the module, which puts it back."""
+    args, etc = _converged_args(tmp_path)
+    args = {k: v for k, v in args.items() if v is not None}
+    argv = [tool("ansible"), "localhost", "-m", "aiinfra.k3s.node_files", "-a", json.dumps(args), "-vvv"]
+    runs = []
+    for drift in (False, True):
+        if drift:
+            (etc / "kubeconfig").chmod(0o644)
+        proc = subprocess.run(argv, capture_output=True, text=True, env=ansible_env("default"), timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        runs.append(("EXEC " in proc.stdout, "CHANGED" in proc.stdout))
+    assert runs == [(False, False), (True, True)]
+    assert oct((etc / "kubeconfig").stat().st_mode & 0o777) == "0o600"
+    assert "k: 1" not in proc.stdout

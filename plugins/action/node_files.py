@@ -1,0 +1,30 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.k3s developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller side of aiinfra.k3s.node_files: on the controller's own connection without become, files that already
+hold their content, mode and owner are found so in this process (module_utils node/node_files.py converged), and
+nothing runs; any change, and any other host, runs the module, which alone writes."""
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.node_files import ARGUMENT_SPEC, converged
+from ansible_collections.aiinfra.k3s.plugins.plugin_utils.api_action import LOCAL
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _supports_check_mode = True
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        if self._connection.transport in LOCAL and not self._play_context.become:
+            params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
+            try:
+                done = converged(params)
+            except OSError:
+                done = None  # what cannot be read here is the module's to report
+            if done is not None:
+                result.update(done)
+                return result
+        result.update(self._execute_module(task_vars=task_vars))
+        return result
