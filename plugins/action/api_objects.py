@@ -50,7 +50,7 @@ class ActionModule(ApiAction):
         dry_run = bool(self._task.check_mode)
         applied = apply_objects(conn, args["definition"], args["field_manager"], args["force_conflicts"], dry_run)
         changed = [(before, after) for before, after in applied if applied_changed(before, after, dry_run)]
-        result.update(changed=bool(changed), objects=[after for _, after in applied])
+        result.update(changed=bool(changed), objects=[pair[1] for pair in applied])
         if self._task.diff and changed:
             result["diff"] = [
                 {"before_header": self._name(after), "after_header": self._name(after), "before": _shown(before),
@@ -61,4 +61,8 @@ class ActionModule(ApiAction):
     @staticmethod
     def _name(obj):
         meta = obj.get("metadata") or {}
-        return "%s %s%s" % (obj.get("kind"), (meta["namespace"] + "/") if meta.get("namespace") else "", meta.get("name"))
+        return "%s %s%s" % (
+            obj.get("kind"),
+            (meta["namespace"] + "/") if meta.get("namespace") else "",
+            meta.get("name"),
+        )

@@ -11,7 +11,7 @@ description:
   - Reads the Nodes and Pods of a cluster, from the Kubernetes API (one paginated LIST per kind using C(limit) and
     C(continue), never one call per node) or from C(kubectl get nodes -o json) and C(kubectl get pods -A -o json)
     files (offline analysis of a support bundle).
-  - On the controller's own connection (C(delegate_to: localhost)) an action plugin runs the same analysis in the
+  - On the controller's own connection (C(delegate_to=localhost)) an action plugin runs the same analysis in the
     controller's process, sparing a module process; a kubeconfig that needs the kubernetes client (an exec or
     auth-provider plugin, basic auth, a proxy) and any other host run the module.
   - For every GPU node (matching O(gpu_node_selector), named in O(expected_gpus), labelled
@@ -228,9 +228,7 @@ def client_pager(params, module):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=ARGUMENT_SPEC, required_together=REQUIRED_TOGETHER, supports_check_mode=True
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, required_together=REQUIRED_TOGETHER, supports_check_mode=True)
     p = module.params
     try:
         if p["nodes_file"]:

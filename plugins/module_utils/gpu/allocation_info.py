@@ -66,7 +66,10 @@ def api_lists(pager, page_size):
 
 def unreadable(params, exc):
     """The one error of a read or analysis that failed: what could not be read, and why."""
-    return "GPU allocation could not be analysed (%s): %s" % ("files" if params["nodes_file"] else "Kubernetes API", exc)
+    return "GPU allocation could not be analysed (%s): %s" % (
+        "files" if params["nodes_file"] else "Kubernetes API",
+        exc,
+    )
 
 
 def report(params, nodes, pods, source):

@@ -95,9 +95,8 @@ class FakeApi(JsonHandler):
             200, {"kind": "List", "apiVersion": "v1", "metadata": meta, "items": items[start : start + limit]}
         )
 
-
     # Server-side apply, as the API server answers it: the stored object with a resourceVersion that moves only when
-    # the content does; dryRun=All stores nothing. The applied objects live in APPLIED by path.
+    # the content does; dryRun=All stores nothing. The applied objects live in FakeApi.applied by path.
     applied = {}
 
     def do_PATCH(self):
@@ -108,7 +107,7 @@ class FakeApi(JsonHandler):
         if FakeApi.token and self.headers.get("Authorization") != "Bearer " + FakeApi.token:
             return self.answer(401, {"kind": "Status", "message": "Unauthorized"})
         if body["metadata"]["name"] == "refused":
-            return self.answer(422, {"kind": "Status", "message": "Secret \"refused\" is invalid"})
+            return self.answer(422, {"kind": "Status", "message": 'Secret "refused" is invalid'})
         old = FakeApi.applied.get(url.path)
         content = {k: v for k, v in body.items() if k != "metadata"}
         if old and {k: v for k, v in old.items() if k != "metadata"} == content:
@@ -465,20 +464,20 @@ def test_server_side_apply_changes_only_what_differs(http_api, tmp_path):
     again = api_client.apply_objects(conn, [NAMESPACE, SECRET], "aiinfra-k3s")
     assert [api_client.applied_changed(b, a) for b, a in again] == [False, False]
     rotated = dict(SECRET, stringData={"key": "k-2"})
-    (before, after), = api_client.apply_objects(conn, [rotated], "aiinfra-k3s", force=False)
+    ((before, after),) = api_client.apply_objects(conn, [rotated], "aiinfra-k3s", force=False)
     assert api_client.applied_changed(before, after) and after["metadata"]["resourceVersion"] == "2"
     assert "force" not in FakeApi.requests[-1][1]
 
 
 def test_a_dry_run_stores_nothing_and_says_what_would_change(http_api, tmp_path):
     conn = api_client.connect(kubeconfig(tmp_path / "kc", {"server": http_api}, {"token": "s3cret-token"}))
-    (before, after), = api_client.apply_objects(conn, [SECRET], "m", dry_run=True)
+    ((before, after),) = api_client.apply_objects(conn, [SECRET], "m", dry_run=True)
     assert before is None and api_client.applied_changed(before, after, dry_run=True)
     assert FakeApi.requests[-1][1]["dryRun"] == "All" and FakeApi.applied == {}
     api_client.apply_objects(conn, [SECRET], "m")
-    (before, after), = api_client.apply_objects(conn, [SECRET], "m", dry_run=True)
+    ((before, after),) = api_client.apply_objects(conn, [SECRET], "m", dry_run=True)
     assert not api_client.applied_changed(before, after, dry_run=True)
-    (before, after), = api_client.apply_objects(conn, [dict(SECRET, stringData={"key": "k-2"})], "m", dry_run=True)
+    ((before, after),) = api_client.apply_objects(conn, [dict(SECRET, stringData={"key": "k-2"})], "m", dry_run=True)
     assert api_client.applied_changed(before, after, dry_run=True)
     assert FakeApi.applied["/api/v1/namespaces/ai-serving/secrets/gateway-key"]["stringData"] == {"key": "k-1"}
 
@@ -518,3 +517,28 @@ def test_the_apply_action_in_check_mode_normal_and_diff(http_api, tmp_path):
     args["definition"] = [dict(SECRET, metadata={"name": "refused", "namespace": "ai-serving"})]
     rc, out = run_module("aiinfra.k3s.api_objects", args)
     assert rc != 0 and "refused" in out["msg"] and "422" in out["msg"]
+
+
+@pytest.mark.slow
+def test_the_apply_action_hands_an_exec_kubeconfig_to_kubernetes_core_k8s(http_api, tmp_path):
+    """A kubeconfig whose user runs an exec credential plugin is applied by kubernetes.core.k8s (server-side apply,
+    the same field manager): the same objects reach the API, and the action returns them as its own."""
+    plugin = tmp_path / "credential"
+    plugin.write_text(
+        '#!/bin/sh\necho \'{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",'
+        ' "status": {"token": "s3cret-token"}}\'\n'
+    )
+    plugin.chmod(0o755)
+    exec_user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin),
+                          "interactiveMode": "Never"}}  # fmt: skip
+    args = {"kubeconfig": kubeconfig(tmp_path / "kc-exec", {"server": http_api}, exec_user),
+            "field_manager": "aiinfra-k3s", "definition": [NAMESPACE, SECRET]}  # fmt: skip
+    rc, out = run_module("aiinfra.k3s.api_objects", args)
+    assert rc == 0 and out["reader"] == "kubernetes.core.k8s", out
+    assert [o["metadata"]["name"] for o in out["objects"]] == ["ai-serving", "gateway-key"]
+    patches = [r for r in FakeApi.requests if r[2] == "application/apply-patch+yaml"]
+    assert [p[1]["fieldManager"] for p in patches] == ["aiinfra-k3s", "aiinfra-k3s"]
+    assert set(FakeApi.applied) == {
+        "/api/v1/namespaces/ai-serving",
+        "/api/v1/namespaces/ai-serving/secrets/gateway-key",
+    }

@@ -6,7 +6,11 @@ import pytest
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node.k3s_ca import read_ca, token_ca_hash
 
-CA = b"-----BEGIN CERTIFICATE-----\nMIIBdzCCAR2gAwIBAgIBADAKBggqhkjOPQQDAjAjMSEwHwYDVQQDDBhrM3Mtc2VydmVy\n-----END CERTIFICATE-----\n"
+CA = (
+    b"-----BEGIN CERTIFICATE-----\n"
+    b"MIIBdzCCAR2gAwIBAgIBADAKBggqhkjOPQQDAjAjMSEwHwYDVQQDDBhrM3Mtc2VydmVy\n"
+    b"-----END CERTIFICATE-----\n"
+)
 HASH = hashlib.sha256(CA).hexdigest()
 
 
