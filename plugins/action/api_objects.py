@@ -13,6 +13,8 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.api_client import 
 )
 from ansible_collections.aiinfra.k3s.plugins.plugin_utils.api_action import ApiAction
 
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
 
 def _shown(obj):
     """An object as a diff shows it: without managedFields, and a Secret's values hidden."""
@@ -23,6 +25,9 @@ def _shown(obj):
         for key in ("data", "stringData"):
             if isinstance(obj.get(key), dict):
                 obj[key] = dict.fromkeys(obj[key], "<hidden>")
+        annotations = (obj.get("metadata") or {}).get("annotations")
+        if isinstance(annotations, dict) and LAST_APPLIED in annotations:  # a client-side apply's copy of the values
+            obj["metadata"] = dict(obj["metadata"], annotations=dict(annotations, **{LAST_APPLIED: "<hidden>"}))
     return yaml.safe_dump(obj, sort_keys=True) if obj else ""
 
 
@@ -37,8 +42,9 @@ class ActionModule(ApiAction):
             "apply": True,
             "server_side_apply": {"field_manager": args["field_manager"], "force_conflicts": args["force_conflicts"]},
             "definition": args["definition"],
-            "validate_certs": args["validate_certs"],
         }
+        if args["validate_certs"] is False:  # otherwise the kubeconfig decides, as for the client here
+            module_args["validate_certs"] = False
         if args["context"]:
             module_args["context"] = args["context"]
         answer = self._execute_module(self.FALLBACK, module_args, task_vars=task_vars)

@@ -18,6 +18,8 @@ class ActionModule(ApiAction):
 
     def _hand_on(self, result, args, kubeconfig, task_vars):
         module_args = {key: args[key] for key in K8S_INFO_OPTIONS if args[key] not in (None, [])}
+        if args["validate_certs"] is not False:  # only false is passed on: otherwise the kubeconfig decides
+            module_args.pop("validate_certs", None)
         module_args["kubeconfig"] = kubeconfig
         result.update(self._execute_module(self.FALLBACK, module_args, task_vars=task_vars))
 

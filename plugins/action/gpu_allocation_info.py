@@ -1,9 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, aiinfra.k3s developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Controller side of aiinfra.k3s.gpu_allocation_info: on the controller's own connection the analysis runs in this
-process (the bundle files, or the API through module_utils k8s/api_client); elsewhere, or for a kubeconfig that needs
-the kubernetes client, the module runs as any module does."""
+"""Controller side of aiinfra.k3s.gpu_allocation_info: on the controller's own connection without become the analysis
+runs in this process (the bundle files, or the API through module_utils k8s/api_client, with the task's environment);
+elsewhere, with become, or for a kubeconfig that needs the kubernetes client, the module runs as any module does."""
 
 from ansible.plugins.action import ActionBase
 
@@ -18,7 +18,7 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.gpu.allocation_info im
     unreadable,
 )
 from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.api_client import Unsupported
-from ansible_collections.aiinfra.k3s.plugins.plugin_utils.api_action import LOCAL
+from ansible_collections.aiinfra.k3s.plugins.plugin_utils.api_action import in_controller_process, task_environment
 
 
 class ActionModule(ActionBase):
@@ -29,7 +29,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC, required_together=REQUIRED_TOGETHER)[1]
         result["changed"] = False
-        if self._connection.transport not in LOCAL:
+        if not in_controller_process(self):
             result.update(self._execute_module(task_vars=task_vars))
             return result
         conn = None
@@ -38,7 +38,7 @@ class ActionModule(ActionBase):
                 nodes, pods, source = file_lists(params)
             else:
                 try:
-                    conn = connect(params)
+                    conn = connect(params, task_environment(self))
                 except Unsupported:  # the module's kubernetes client reads it
                     result.update(self._execute_module(task_vars=task_vars))
                     return result

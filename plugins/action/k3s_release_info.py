@@ -12,7 +12,7 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.node.k3s_release impor
     ArtifactError,
     release_info,
 )
-from ansible_collections.aiinfra.k3s.plugins.plugin_utils.api_action import LOCAL
+from ansible_collections.aiinfra.k3s.plugins.plugin_utils.api_action import in_controller_process
 
 
 class ActionModule(ActionBase):
@@ -22,7 +22,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         params = self.validate_argument_spec(argument_spec=RELEASE_INFO_SPEC)[1]
-        if self._connection.transport not in LOCAL or self._play_context.become:
+        if not in_controller_process(self):
             result.update(self._execute_module(task_vars=task_vars))
             return result
         try:
@@ -30,7 +30,7 @@ class ActionModule(ActionBase):
         except (ArtifactError, OSError) as exc:
             result.update(failed=True, msg="K3s artifacts in %s cannot be used: %s" % (params["path"], exc))
             return result
-        if warning:
+        if warning:  # captured into the task's result, as a module's warn() is
             Display().warning(warning)
         result.update(changed=False, artifacts=artifacts)
         return result

@@ -8,7 +8,7 @@ nothing runs; any change, and any other host, runs the module, which alone write
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node.node_files import ARGUMENT_SPEC, converged
-from ansible_collections.aiinfra.k3s.plugins.plugin_utils.api_action import LOCAL
+from ansible_collections.aiinfra.k3s.plugins.plugin_utils.api_action import in_controller_process
 
 
 class ActionModule(ActionBase):
@@ -17,7 +17,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        if self._connection.transport in LOCAL and not self._play_context.become:
+        if in_controller_process(self):
             params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
             try:
                 done = converged(params)

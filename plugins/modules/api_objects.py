@@ -50,9 +50,11 @@ options:
     type: bool
     default: true
   validate_certs:
-    description: Check the API server's certificate against the kubeconfig's CA.
+    description:
+      - C(false) skips the check of the API server's certificate. Otherwise the kubeconfig decides (its
+        C(insecure-skip-tls-verify)), for this client and for the kubernetes.core module a kubeconfig is handed to
+        alike.
     type: bool
-    default: true
   timeout:
     description: Seconds to wait for each answer of the API server.
     type: int

@@ -20,6 +20,23 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.api_client import 
 LOCAL = ("local", "ansible.builtin.local", "ansible.legacy.local")
 
 
+def task_environment(action):
+    """The controller's environment with the task's `environment:` over it, as a module process on the controller
+    would see it (action: the running ActionBase)."""
+    env = dict(os.environ)
+    for entry in action._task.environment or []:
+        entry = action._templar.template(entry)
+        if isinstance(entry, dict):
+            env.update({str(k): str(v) for k, v in entry.items()})
+    return env
+
+
+def in_controller_process(action):
+    """Whether an action may do its module's work in its own process: on the controller's own connection, without
+    become (a module would run as another user)."""
+    return action._connection.transport in LOCAL and not action._play_context.become
+
+
 class ApiAction(ActionBase):
     """run() calls self._with_api(result, args, conn) with an open Connection, or self._hand_on(result, args,
     kubeconfig, task_vars) when the kubeconfig needs the kubernetes client (only on the controller's own connection)."""
@@ -40,13 +57,7 @@ class ApiAction(ActionBase):
         return self._loader.get_real_file(path, decrypt=True)
 
     def _environment(self):
-        """The controller's environment with the task's `environment:` over it (the module process would see it)."""
-        env = dict(os.environ)
-        for entry in self._task.environment or []:
-            entry = self._templar.template(entry)
-            if isinstance(entry, dict):
-                env.update({str(k): str(v) for k, v in entry.items()})
-        return env
+        return task_environment(self)
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)

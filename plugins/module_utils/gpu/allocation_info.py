@@ -37,11 +37,12 @@ def file_lists(params):
     return nodes, iter_list_file(params["pods_file"]), source
 
 
-def connect(params):
-    """An api_client Connection from the options (api_client.Unsupported for a kubeconfig it does not speak)."""
+def connect(params, environ=None):
+    """An api_client Connection from the options (api_client.Unsupported for a kubeconfig it does not speak). environ:
+    the environment the module would run in (KUBECONFIG, the proxy variables), the process's by default."""
     return api_client.connect(
-        params["kubeconfig"] or api_client.default_kubeconfig(), params["context"],
-        validate_certs=params["validate_certs"],
+        params["kubeconfig"] or api_client.default_kubeconfig(environ), params["context"],
+        validate_certs=params["validate_certs"], environ=environ,
     )  # fmt: skip
 
 

@@ -42,7 +42,7 @@ ARGUMENT_SPEC = dict(
     namespace=dict(type="str"),
     label_selectors=dict(type="list", elements="str", default=[]),
     field_selectors=dict(type="list", elements="str", default=[]),
-    validate_certs=dict(type="bool", default=True),
+    validate_certs=dict(type="bool"),
     timeout=dict(type="int", default=60),
 )
 
@@ -53,10 +53,11 @@ APPLY_ARGUMENT_SPEC = dict(
     definition=dict(type="list", elements="dict", required=True),
     field_manager=dict(type="str", required=True),
     force_conflicts=dict(type="bool", default=True),
-    validate_certs=dict(type="bool", default=True),
+    validate_certs=dict(type="bool"),
     timeout=dict(type="int", default=60),
 )
-# What an apply that changed nothing may still answer differently (the dry run of check mode keeps no version).
+# What an apply that changed nothing may still answer differently (the dry run of check mode keeps no version); the
+# managedFields are compared without their times (a new owner of the same fields is a change, as a real apply says).
 VOLATILE_METADATA = ("resourceVersion", "managedFields", "generation")
 
 
@@ -190,7 +191,8 @@ class Connection:
         # The checks urllib3 adds on Python 3.13+ (as create_default_context does there), and only there.
         if sys.version_info >= (3, 13):
             context.verify_flags |= ssl.VERIFY_X509_STRICT | ssl.VERIFY_X509_PARTIAL_CHAIN
-        if cluster.get("insecure-skip-tls-verify") or not validate_certs:
+        # validate_certs false skips the check; otherwise the kubeconfig decides.
+        if cluster.get("insecure-skip-tls-verify") or validate_certs is False:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
         else:
@@ -356,6 +358,9 @@ def read_objects(conn, api_version, kind, name=None, namespace=None, label_selec
 
 def _comparable(obj):
     meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in VOLATILE_METADATA}
+    owners = [{k: v for k, v in entry.items() if k != "time"} for entry in (obj.get("metadata") or {}).get(
+        "managedFields") or [] if isinstance(entry, dict)]  # fmt: skip
+    meta["managedFields"] = sorted(owners, key=lambda entry: json.dumps(entry, sort_keys=True))
     return dict(obj, metadata=meta)
 
 

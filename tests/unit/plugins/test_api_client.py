@@ -542,3 +542,18 @@ def test_the_apply_action_hands_an_exec_kubeconfig_to_kubernetes_core_k8s(http_a
         "/api/v1/namespaces/ai-serving",
         "/api/v1/namespaces/ai-serving/secrets/gateway-key",
     }
+
+
+def test_a_dry_run_counts_a_new_owner_of_the_same_fields_but_not_a_new_time():
+    """In check mode the answer of a dry run is compared with the object as it is: a field manager taking over the
+    same values is a change (the real apply stores it), a managedFields time alone is not."""
+    before = {"kind": "Secret", "data": {"k": "dg=="}, "metadata": {"name": "s", "resourceVersion": "7",
+              "managedFields": [{"manager": "deploy@k3s", "operation": "Apply", "time": "T1"}]}}  # fmt: skip
+    retimed = dict(before, metadata=dict(before["metadata"], managedFields=[
+        {"manager": "deploy@k3s", "operation": "Apply", "time": "T2"}]))  # fmt: skip
+    taken = dict(before, metadata=dict(before["metadata"], managedFields=[
+        {"manager": "deploy@k3s", "operation": "Apply", "time": "T1"},
+        {"manager": "aiinfra-k3s", "operation": "Apply", "time": "T2"}]))  # fmt: skip
+    assert not api_client.applied_changed(before, retimed, dry_run=True)
+    assert api_client.applied_changed(before, taken, dry_run=True)
+    assert not api_client.applied_changed(before, dict(taken, metadata=dict(taken["metadata"], resourceVersion="7")))

@@ -2,13 +2,15 @@
 List responses page by page with `continue` tokens; the module runs as Ansible runs it."""
 
 import json
+import os
+import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 import yaml
-from conftest import DATA, run_module
+from conftest import DATA, ansible_env, run_module, tool
 
 MODULE = "aiinfra.k3s.gpu_allocation_info"
 SNAPSHOT = next(
@@ -145,3 +147,20 @@ def test_a_kubeconfig_with_an_exec_plugin_is_read_by_the_modules_kubernetes_clie
     assert rc == 0, result.get("msg")
     assert result["source"] == {"type": "api", "pages": {"nodes": 2, "pods": 3}}
     assert [f["code"] for f in result["findings"]] == ["NON_GPU_POD_ON_GPU_NODE"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="becomes root with su, which asks no password of root only")
+def test_with_become_the_module_reads_as_the_become_user(api_server, tmp_path):
+    """With become the module runs (as the user become gives, who may be the only one to read the kubeconfig); without
+    it the action analyses in the controller's process and Ansible executes nothing. Both find the same."""
+    args = json.dumps({"kubeconfig": str(kubeconfig(tmp_path, api_server.server_address[1])), "fail_on": []})
+    found = []
+    for extra in ([], ["--become", "--become-method", "su"]):
+        argv = [tool("ansible"), "localhost", "-m", MODULE, "-a", args, "-vvv", *extra]
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, env=ansible_env("default"), timeout=120, check=False
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        found.append(("EXEC " in proc.stdout, "NON_GPU_POD_ON_GPU_NODE" in proc.stdout))
+    assert found == [(False, True), (True, True)]
