@@ -28,7 +28,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from lab import ROOT
+from lab import ROOT, collection_module
 
 LAB_DIR = Path(__file__).resolve().parent  # lab/nodes: containers.conf and the node image recipe (image/)
 IMAGE_DIR = LAB_DIR / "image"
@@ -306,17 +306,34 @@ LAB_SECRETS = {
 }
 
 
+def secret_refused(variable: str, value: str) -> bool:
+    """Whether the collection's own checks refuse a lab secret: a random draw can hold a word they take for a
+    placeholder (a hex master key with "1234" in it failed CI once), so such a draw is made again."""
+    if variable == "litellm_master_key":
+        return bool(collection_module("gateway").master_key_problems(value))
+    return collection_module("inventory_spec").secret_strength_error(value) is not None
+
+
 def ensure_secrets() -> dict[str, str]:
-    """The lab's random secrets (mode 0600 files, made once, never printed) as inventory variables."""
+    """The lab's random secrets (mode 0600 files, made once, never printed) as inventory variables. A stored one the
+    collection's checks refuse is drawn again."""
     values = {}
     for file_name, (variable, make) in LAB_SECRETS.items():
         path = STATE_DIR / file_name
-        if not path.exists():
+        value = path.read_text().strip() if path.exists() else ""
+        for _attempt in range(100):
+            if value and not secret_refused(variable, value):
+                break
+            value = make()
+        else:
+            raise SystemExit(f"[lab] no random {variable} the collection's checks accept in 100 draws")
+        if not path.exists() or path.read_text().strip() != value:
             STATE_DIR.mkdir(parents=True, exist_ok=True)
             path.touch(mode=0o600)
-            path.write_text(make() + "\n")
+            path.chmod(0o600)
+            path.write_text(value + "\n")
         path.chmod(0o600)
-        values[variable] = path.read_text().strip()
+        values[variable] = value
     return values
 
 

@@ -99,6 +99,22 @@ def test_lab_secrets_go_into_the_inventory_and_stay_private(tmp_path, monkeypatc
     assert {k: inv["all"]["vars"][k] for k in first} == first
 
 
+def test_a_lab_secret_the_collection_refuses_is_drawn_again(tmp_path, monkeypatch):
+    """A random hex master key can hold "1234", which the gateway's check takes for a placeholder (CI failed on one):
+    a stored one is replaced, and a draw the checks refuse is made again."""
+    monkeypatch.setattr(labctl, "STATE_DIR", tmp_path)
+    refused = "sk-72fd75956d49d86d414b5bb5fb6746bab9c1523b1234f44d"
+    (tmp_path / "litellm-master-key").write_text(refused + "\n")
+    draws = iter(["sk-" + "1234" * 12, "sk-" + "ab12cd34ef56" * 4])
+    real = labctl.LAB_SECRETS["litellm-master-key"]
+    monkeypatch.setitem(labctl.LAB_SECRETS, "litellm-master-key", (real[0], lambda: next(draws)))
+    got = labctl.ensure_secrets()["litellm_master_key"]
+    assert got == "sk-" + "ab12cd34ef56" * 4
+    assert (tmp_path / "litellm-master-key").read_text().strip() == got
+    assert oct((tmp_path / "litellm-master-key").stat().st_mode & 0o777) == "0o600"
+    assert not labctl.secret_refused("litellm_master_key", got) and labctl.secret_refused("litellm_master_key", refused)
+
+
 def test_the_machine_running_the_lab_is_the_firewalls_admin_network():
     nodes = {"lab-cp-1": {"kind": "server", "ip": "10.89.0.11"}}
     inv = yaml.safe_load(labctl.render_inventory(nodes, "k", "kh", None, ["10.89.0.1/32"]))
