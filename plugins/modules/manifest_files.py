@@ -70,11 +70,6 @@ removed:
   description: Name to content of each file removed (or that would be).
   returned: always
   type: dict
-present:
-  description: Names of the files in O(path) after the run (or that would be), the others' included.
-  returned: always
-  type: list
-  elements: str
 """
 
 import os
@@ -82,7 +77,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node.file_ops import set_attributes, write_atomic
-from ansible_collections.aiinfra.k3s.plugins.module_utils.node.manifest_files import bad_names, changes, present
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.manifest_files import bad_names, changes
 
 
 def main():
@@ -126,12 +121,7 @@ def main():
         diff.append({"before_header": name, "after_header": name, "before": old, "after": ""})
         if not module.check_mode:
             os.unlink(os.path.join(directory, name))
-    result = {
-        "changed": changed,
-        "written": sorted(todo["write"]),
-        "removed": todo["remove"],
-        "present": present(directory, files, p["absent"]),
-    }
+    result = {"changed": changed, "written": sorted(todo["write"]), "removed": todo["remove"]}
     if module._diff:
         result["diff"] = diff
     module.exit_json(**result)

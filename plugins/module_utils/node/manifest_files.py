@@ -35,16 +35,6 @@ def changes(directory, files, absent):
     return out
 
 
-def present(directory, files, absent):
-    """The names of the files the directory holds once converged: those there now and the wanted ones, less the
-    unwanted ones (a later task skips removing a file that is not there)."""
-    try:
-        there = {n for n in os.listdir(directory) if os.path.isfile(os.path.join(directory, n))}
-    except FileNotFoundError:
-        there = set()
-    return sorted((there | set(files)) - (set(absent) - set(files)))
-
-
 def bad_names(names):
     """File names that would leave the directory or hide a file (path separators, '..', leading dots)."""
     return [n for n in names if not n or "/" in n or "\\" in n or n.startswith(".")]

@@ -1,6 +1,6 @@
 """plugins/module_utils/node/manifest_files.py on a real directory."""
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.node.manifest_files import bad_names, changes, present
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.manifest_files import bad_names, changes
 
 
 def test_only_differing_files_are_written_and_only_existing_ones_removed(tmp_path):
@@ -26,16 +26,3 @@ def test_a_missing_directory_means_every_file_is_written(tmp_path):
 
 def test_names_must_stay_inside_the_directory():
     assert bad_names(["ok.yaml", "../x", "a/b", ".hidden", ""]) == ["../x", "a/b", ".hidden", ""]
-
-
-def test_present_is_what_the_directory_holds_once_converged(tmp_path):
-    (tmp_path / "other.yaml").write_text("left by someone else\n")
-    (tmp_path / "gone.yaml").write_text("a: 1\n")
-    (tmp_path / "kept.yaml").write_text("a: 1\n")
-    (tmp_path / "sub").mkdir()
-    assert present(str(tmp_path), {"new.yaml": "b", "kept.yaml": "a"}, ["gone.yaml", "kept.yaml", "never.yaml"]) == [
-        "kept.yaml",
-        "new.yaml",
-        "other.yaml",
-    ]
-    assert present(str(tmp_path / "nope"), {"x.yaml": "a"}, []) == ["x.yaml"]
