@@ -5,13 +5,15 @@
 
 DOCUMENTATION = r"""
 module: k3s_ca_info
-short_description: Read the hash of a K3s server's cluster CA, and the CA hash in its own token, in one run
+short_description: Read the hash of a K3s server's cluster CA, the CA hash in its own token, and its admin kubeconfig
 version_added: 0.1.0
 description:
   - Reads C(tls/server-ca.crt) under O(server_dir) and returns its sha256, the hash a joining node pins in its token
     (C(K10<hash>::...)) so that it refuses a server whose CA does not hash to it.
   - Reads K3s's own full token beside it and returns only the CA hash it carries, never its secret, so that a site
     whose CA K3s hashes another way (a custom CA) is found before nodes are given tokens they cannot join with.
+  - With O(kubeconfig), also returns that file (the admin kubeconfig K3s writes), so that the first server's play reads
+    the CA and the credentials it hands to the controller in one run. That text is a secret; set C(no_log) on the task.
   - Reads only. The parsing is in module_utils C(node/k3s_ca.py).
 author:
   - aiinfra.k3s developers (@aiinfra)
@@ -20,6 +22,11 @@ options:
     description: K3s's server data directory.
     type: path
     default: /var/lib/rancher/k3s/server
+  kubeconfig:
+    description:
+      - A kubeconfig to read and return as RV(kubeconfig), such as K3s's C(/etc/rancher/k3s/k3s.yaml). Not read when
+        omitted.
+    type: path
 attributes:
   check_mode:
     support: full
@@ -35,6 +42,12 @@ EXAMPLES = r"""
   delegate_to: "{{ groups['k3s_servers'][0] }}"
   run_once: true
   register: cluster_ca
+
+- name: Read the CA hash and the admin kubeconfig on the first server
+  aiinfra.k3s.k3s_ca_info:
+    kubeconfig: /etc/rancher/k3s/k3s.yaml
+  no_log: true
+  register: first_server
 """
 
 RETURN = r"""
@@ -48,19 +61,34 @@ token_ca_hash:
     token in it.
   returned: always
   type: str
+kubeconfig:
+  description: The content of O(kubeconfig), base64-encoded (as M(ansible.builtin.slurp) returns it); empty when it
+    cannot be read. A secret.
+  returned: when O(kubeconfig) is given
+  type: str
+kubeconfig_error:
+  description: Why O(kubeconfig) could not be read; empty when it was.
+  returned: when O(kubeconfig) is given
+  type: str
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.node.k3s_ca import read_ca
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.k3s_ca import read_ca, read_kubeconfig
 
 
 def main():
     module = AnsibleModule(
-        argument_spec={"server_dir": {"type": "path", "default": "/var/lib/rancher/k3s/server"}},
+        argument_spec={
+            "server_dir": {"type": "path", "default": "/var/lib/rancher/k3s/server"},
+            "kubeconfig": {"type": "path"},
+        },
         supports_check_mode=True,
     )
-    module.exit_json(changed=False, **read_ca(module.params["server_dir"]))
+    result = read_ca(module.params["server_dir"])
+    if module.params["kubeconfig"]:
+        result.update(read_kubeconfig(module.params["kubeconfig"]))
+    module.exit_json(changed=False, **result)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,11 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The cluster CA's hash as a joining node pins it, read on the first server: K3s's hash of its self-signed CA is the
 sha256 of server-ca.crt as stored, and K3s writes it into its own full token (K10<hash>::server:<secret>) beside it.
-Plain functions; the module k3s_ca_info reads the two files with them. The token's secret never leaves read_ca."""
+Plain functions; the module k3s_ca_info reads the two files with them. The token's secret never leaves read_ca.
+The same run may read the server's admin kubeconfig (read_kubeconfig), so that the first server's play reads the CA and
+the kubeconfig it hands to the controller in one module run."""
 
+import base64
 import hashlib
 import os
 import re
@@ -37,3 +40,13 @@ def read_ca(server_dir):
     except OSError:
         pass
     return result
+
+
+def read_kubeconfig(path):
+    """{kubeconfig (the file's bytes, base64), kubeconfig_error}: ('', why) when the file cannot be read (the server has
+    not written it: K3s did not come up). The text is the admin's credentials: the task that asks for it is no_log."""
+    try:
+        with open(path, "rb") as handle:
+            return {"kubeconfig": base64.b64encode(handle.read()).decode("ascii"), "kubeconfig_error": ""}
+    except OSError as err:
+        return {"kubeconfig": "", "kubeconfig_error": "%s: %s" % (path, err.strerror or err)}

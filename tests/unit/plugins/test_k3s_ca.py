@@ -1,10 +1,11 @@
 """plugins/module_utils/node/k3s_ca.py: the CA hash a joining node pins, on files laid out as a K3s server keeps them."""
 
+import base64
 import hashlib
 
 import pytest
 
-from ansible_collections.aiinfra.k3s.plugins.module_utils.node.k3s_ca import read_ca, token_ca_hash
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.k3s_ca import read_ca, read_kubeconfig, token_ca_hash
 
 CA = (
     b"-----BEGIN CERTIFICATE-----\n"
@@ -53,3 +54,16 @@ def test_a_custom_ca_shows_as_two_hashes(tmp_path):
 def test_what_the_server_has_not_written_is_empty(tmp_path, ca, token):
     got = read_ca(server(tmp_path, ca, token))
     assert got == {"ca_hash": HASH if ca else "", "token_ca_hash": ""}
+
+
+def test_the_admin_kubeconfig_comes_back_as_its_bytes(tmp_path):
+    text = b"apiVersion: v1\nusers:\n- name: default\n  user: {client-key-data: c2VjcmV0}\n\xff"
+    (tmp_path / "k3s.yaml").write_bytes(text)
+    got = read_kubeconfig(str(tmp_path / "k3s.yaml"))
+    assert base64.b64decode(got["kubeconfig"]) == text and got["kubeconfig_error"] == ""
+
+
+def test_a_kubeconfig_the_server_has_not_written_says_why(tmp_path):
+    got = read_kubeconfig(str(tmp_path / "k3s.yaml"))
+    assert got["kubeconfig"] == "" and str(tmp_path / "k3s.yaml") in got["kubeconfig_error"]
+    assert "No such file" in got["kubeconfig_error"]
