@@ -5,8 +5,6 @@
 runs in this process (the bundle files, or the API through module_utils k8s/api_client, with the task's environment);
 elsewhere, with become, or for a kubeconfig that needs the kubernetes client, the module runs as any module does."""
 
-from ansible.plugins.action import ActionBase
-
 from ansible_collections.aiinfra.k3s.plugins.module_utils.gpu.allocation_info import (
     ARGUMENT_SPEC,
     REQUIRED_TOGETHER,
@@ -18,20 +16,15 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.gpu.allocation_info im
     unreadable,
 )
 from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.api_client import Unsupported
-from ansible_collections.aiinfra.k3s.plugins.plugin_utils.api_action import in_controller_process, task_environment
+from ansible_collections.aiinfra.k3s.plugins.plugin_utils.api_action import InProcessAction, task_environment
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _supports_check_mode = True
+class ActionModule(InProcessAction):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
+    REQUIRED_TOGETHER = REQUIRED_TOGETHER
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC, required_together=REQUIRED_TOGETHER)[1]
+    def _in_process(self, params, result, task_vars):
         result["changed"] = False
-        if not in_controller_process(self):
-            result.update(self._execute_module(task_vars=task_vars))
-            return result
         conn = None
         try:
             if params["nodes_file"]:
@@ -40,8 +33,7 @@ class ActionModule(ActionBase):
                 try:
                     conn = connect(params, task_environment(self))
                 except Unsupported:  # the module's kubernetes client reads it
-                    result.update(self._execute_module(task_vars=task_vars))
-                    return result
+                    return self._module(result, task_vars)
                 nodes, pods, source = api_lists(connection_pager(conn), params["page_size"])
             analysis, failure = report(params, nodes, pods, source)
         except Exception as exc:  # one error path, as the module's: what could not be read, and why

@@ -4,7 +4,6 @@
 """Controller side of aiinfra.k3s.k3s_release_info: on the controller's own connection, without become, the release
 is verified in this process (module_utils node/k3s_release.py, as the module does); anywhere else the module runs."""
 
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node.k3s_release import (
@@ -12,19 +11,13 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.node.k3s_release impor
     ArtifactError,
     release_info,
 )
-from ansible_collections.aiinfra.k3s.plugins.plugin_utils.api_action import in_controller_process
+from ansible_collections.aiinfra.k3s.plugins.plugin_utils.api_action import InProcessAction
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _supports_check_mode = True
+class ActionModule(InProcessAction):
+    ARGUMENT_SPEC = RELEASE_INFO_SPEC
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        params = self.validate_argument_spec(argument_spec=RELEASE_INFO_SPEC)[1]
-        if not in_controller_process(self):
-            result.update(self._execute_module(task_vars=task_vars))
-            return result
+    def _in_process(self, params, result, task_vars):
         try:
             artifacts, warning = release_info(params, self._task.check_mode)
         except (ArtifactError, OSError) as exc:

@@ -5,26 +5,19 @@
 hold their content, mode and owner are found so in this process (module_utils node/node_files.py converged), and
 nothing runs; any change, and any other host, runs the module, which alone writes."""
 
-from ansible.plugins.action import ActionBase
-
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node.node_files import ARGUMENT_SPEC, converged
-from ansible_collections.aiinfra.k3s.plugins.plugin_utils.api_action import in_controller_process
+from ansible_collections.aiinfra.k3s.plugins.plugin_utils.api_action import InProcessAction
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _supports_check_mode = True
+class ActionModule(InProcessAction):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        if in_controller_process(self):
-            params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
-            try:
-                done = converged(params)
-            except OSError:
-                done = None  # what cannot be read here is the module's to report
-            if done is not None:
-                result.update(done)
-                return result
-        result.update(self._execute_module(task_vars=task_vars))
+    def _in_process(self, params, result, task_vars):
+        try:
+            done = converged(params)
+        except OSError:
+            done = None  # what cannot be read here is the module's to report
+        if done is None:
+            return self._module(result, task_vars)
+        result.update(done)
         return result

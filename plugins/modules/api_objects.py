@@ -25,14 +25,6 @@ description:
 author:
   - aiinfra.k3s developers (@aiinfra)
 options:
-  kubeconfig:
-    description:
-      - Path of the kubeconfig on the controller.
-      - Defaults to the first path of the C(KUBECONFIG) environment variable, then C(~/.kube/config).
-    type: path
-  context:
-    description: The kubeconfig context to use; its current-context by default.
-    type: str
   definition:
     description:
       - The objects to apply, each with C(apiVersion), C(kind) and C(metadata.name); a namespaced kind without
@@ -49,16 +41,8 @@ options:
     description: Take over fields another field manager owns, as C(kubectl apply --server-side --force-conflicts).
     type: bool
     default: true
-  validate_certs:
-    description:
-      - C(false) skips the check of the API server's certificate. Otherwise the kubeconfig decides (its
-        C(insecure-skip-tls-verify)), for this client and for the kubernetes.core module a kubeconfig is handed to
-        alike.
-    type: bool
-  timeout:
-    description: Seconds to wait for each answer of the API server.
-    type: int
-    default: 60
+extends_documentation_fragment:
+  - aiinfra.k3s.api_connection
 attributes:
   check_mode:
     support: full

@@ -29,14 +29,6 @@ description:
 author:
   - aiinfra.k3s developers (@aiinfra)
 options:
-  kubeconfig:
-    description:
-      - Path of the kubeconfig on the controller.
-      - Defaults to the first path of the C(KUBECONFIG) environment variable, then C(~/.kube/config).
-    type: path
-  context:
-    description: The kubeconfig context to use; its current-context by default.
-    type: str
   api_version:
     description: The group/version of I(kind), as in an object's C(apiVersion) (C(v1), C(apps/v1), ...).
     type: str
@@ -61,17 +53,8 @@ options:
     type: list
     elements: str
     default: []
-  validate_certs:
-    description:
-      - C(false) skips the check of the API server's certificate. Otherwise the kubeconfig decides (its
-        C(insecure-skip-tls-verify)), for this client and for the kubernetes.core module a kubeconfig is handed to
-        alike.
-    type: bool
-  timeout:
-    description: Seconds to wait for each answer of the API server.
-    type: int
-    default: 60
 extends_documentation_fragment:
+  - aiinfra.k3s.api_connection
   - aiinfra.k3s.attributes.read_only
 notes:
   - Items of a LIST carry C(apiVersion) and C(kind), as a single GET returns them.

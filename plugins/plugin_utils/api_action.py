@@ -1,9 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, aiinfra.k3s developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the controller-side API actions (api_objects_info, api_objects) share: the kubeconfig found and decrypted as
-kubernetes.core's actions find it, the task's proxy environment, a Connection of module_utils k8s/api_client, or the
-kubernetes.core module to hand the task to when the kubeconfig needs the kubernetes client."""
+"""What the controller-side actions share. InProcessAction (gpu_allocation_info, k3s_release_info, node_files): run
+the module's work in the controller's process where a task may (in_controller_process). ApiAction (api_objects_info,
+api_objects): the kubeconfig found and decrypted as kubernetes.core's actions find it, the task's proxy environment, a
+Connection of module_utils k8s/api_client, or the kubernetes.core module to hand the task to when the kubeconfig needs
+the kubernetes client."""
 
 import os
 
@@ -35,6 +37,33 @@ def in_controller_process(action):
     """Whether an action may do its module's work in its own process: on the controller's own connection, without
     become (a module would run as another user)."""
     return action._connection.transport in LOCAL and not action._play_context.become
+
+
+class InProcessAction(ActionBase):
+    """An action whose module's work can run in the controller's process: run() validates the task's arguments, runs
+    the module where in_controller_process() says no, and otherwise calls self._in_process(params, result, task_vars),
+    which returns the result (or calls self._module(result, task_vars) to run the module after all)."""
+
+    TRANSFERS_FILES = False
+    _supports_check_mode = True
+    ARGUMENT_SPEC = {}
+    REQUIRED_TOGETHER = None
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        if not in_controller_process(self):
+            return self._module(result, task_vars)
+        params = self.validate_argument_spec(
+            argument_spec=self.ARGUMENT_SPEC, required_together=self.REQUIRED_TOGETHER
+        )[1]
+        return self._in_process(params, result, task_vars)
+
+    def _module(self, result, task_vars):
+        result.update(self._execute_module(task_vars=task_vars))
+        return result
+
+    def _in_process(self, params, result, task_vars):
+        raise NotImplementedError
 
 
 class ApiAction(ActionBase):

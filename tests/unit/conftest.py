@@ -96,6 +96,20 @@ def run_module(module, args, check=False, diff=False, extra=()):
     return proc.returncode, json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
 
 
+def exec_credential_user(directory, token):
+    """A kubeconfig user whose credential comes from an exec plugin (a script in directory printing token as a
+    client.authentication.k8s.io ExecCredential): a kubeconfig api_client hands to the kubernetes client."""
+    plugin = Path(directory) / "credential"
+    plugin.write_text(
+        '#!/bin/sh\necho \'{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",'
+        ' "status": {"token": "%s"}}\'\n' % token
+    )
+    plugin.chmod(0o755)
+    return {
+        "exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin), "interactiveMode": "Never"}
+    }
+
+
 def write_inventory(directory, inventory, group_vars=None):
     """hosts.yml (and group_vars/all.yml) in `directory`; returns the directory."""
     (directory / "group_vars").mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 import yaml
-from conftest import JsonHandler, run_module
+from conftest import JsonHandler, exec_credential_user, run_module
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -337,14 +337,7 @@ def test_action_reads_in_process_and_hands_exec_to_k8s_info(http_api, tmp_path):
     assert rc == 0 and out["reader"] == "api_client" and out["changed"] is False
     names = [n["metadata"]["name"] for n in out["resources"]]
     assert names == ["node-0", "node-2", "node-4"]
-    plugin = tmp_path / "credential"
-    plugin.write_text(
-        '#!/bin/sh\necho \'{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",'
-        ' "status": {"token": "s3cret-token"}}\'\n'
-    )
-    plugin.chmod(0o755)
-    exec_user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin),
-                          "interactiveMode": "Never"}}  # fmt: skip
+    exec_user = exec_credential_user(tmp_path, "s3cret-token")
     rc, out = run_module("aiinfra.k3s.api_objects_info", {
         "kubeconfig": kubeconfig(tmp_path / "kc-exec", {"server": http_api}, exec_user),
         "kind": "Node", "label_selectors": ["gpu=true"]})  # fmt: skip
@@ -523,14 +516,7 @@ def test_the_apply_action_in_check_mode_normal_and_diff(http_api, tmp_path):
 def test_the_apply_action_hands_an_exec_kubeconfig_to_kubernetes_core_k8s(http_api, tmp_path):
     """A kubeconfig whose user runs an exec credential plugin is applied by kubernetes.core.k8s (server-side apply,
     the same field manager): the same objects reach the API, and the action returns them as its own."""
-    plugin = tmp_path / "credential"
-    plugin.write_text(
-        '#!/bin/sh\necho \'{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",'
-        ' "status": {"token": "s3cret-token"}}\'\n'
-    )
-    plugin.chmod(0o755)
-    exec_user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin),
-                          "interactiveMode": "Never"}}  # fmt: skip
+    exec_user = exec_credential_user(tmp_path, "s3cret-token")
     args = {"kubeconfig": kubeconfig(tmp_path / "kc-exec", {"server": http_api}, exec_user),
             "field_manager": "aiinfra-k3s", "definition": [NAMESPACE, SECRET]}  # fmt: skip
     rc, out = run_module("aiinfra.k3s.api_objects", args)

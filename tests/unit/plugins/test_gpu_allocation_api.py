@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 import yaml
-from conftest import DATA, ansible_env, run_module, tool
+from conftest import DATA, ansible_env, exec_credential_user, run_module, tool
 
 MODULE = "aiinfra.k3s.gpu_allocation_info"
 SNAPSHOT = next(
@@ -132,16 +132,9 @@ def test_a_kubeconfig_with_an_exec_plugin_is_read_by_the_modules_kubernetes_clie
     """The action analyses in the controller's process what api_client speaks; a kubeconfig whose user runs an exec
     credential plugin goes to the module, whose kubernetes client runs the plugin: the same pages, the same findings."""
     port = api_server.server_address[1]
-    plugin = tmp_path / "credential"
-    plugin.write_text(
-        '#!/bin/sh\necho \'{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",'
-        ' "status": {"token": "not-a-secret"}}\'\n'
-    )
-    plugin.chmod(0o755)
     path = kubeconfig(tmp_path, port)
     config = yaml.safe_load(path.read_text())
-    config["users"][0]["user"] = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin),
-                                           "interactiveMode": "Never"}}  # fmt: skip
+    config["users"][0]["user"] = exec_credential_user(tmp_path, "not-a-secret")
     path.write_text(yaml.safe_dump(config))
     rc, result = run_module(MODULE, {"kubeconfig": str(path), "page_size": 1, "fail_on": []})
     assert rc == 0, result.get("msg")
