@@ -63,11 +63,11 @@ token_ca_hash:
   type: str
 kubeconfig:
   description: The content of O(kubeconfig), base64-encoded (as M(ansible.builtin.slurp) returns it); empty when it
-    cannot be read. A secret.
+    cannot be read or is empty. A secret.
   returned: when O(kubeconfig) is given
   type: str
 kubeconfig_error:
-  description: Why O(kubeconfig) could not be read; empty when it was.
+  description: Why RV(kubeconfig) is empty (the file cannot be read, or is empty); empty when it was read.
   returned: when O(kubeconfig) is given
   type: str
 """

@@ -43,10 +43,13 @@ def read_ca(server_dir):
 
 
 def read_kubeconfig(path):
-    """{kubeconfig (the file's bytes, base64), kubeconfig_error}: ('', why) when the file cannot be read (the server has
-    not written it: K3s did not come up). The text is the admin's credentials: the task that asks for it is no_log."""
+    """{kubeconfig (the file's bytes, base64), kubeconfig_error}: ('', why) when the file cannot be read or is empty (the
+    server has not written it: K3s did not come up). The text is the admin's credentials: the task that asks for it is no_log."""
     try:
         with open(path, "rb") as handle:
-            return {"kubeconfig": base64.b64encode(handle.read()).decode("ascii"), "kubeconfig_error": ""}
+            content = handle.read()
     except OSError as err:
         return {"kubeconfig": "", "kubeconfig_error": "%s: %s" % (path, err.strerror or err)}
+    if not content.strip():
+        return {"kubeconfig": "", "kubeconfig_error": "%s is empty" % path}
+    return {"kubeconfig": base64.b64encode(content).decode("ascii"), "kubeconfig_error": ""}

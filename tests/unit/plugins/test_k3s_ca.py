@@ -67,3 +67,9 @@ def test_a_kubeconfig_the_server_has_not_written_says_why(tmp_path):
     got = read_kubeconfig(str(tmp_path / "k3s.yaml"))
     assert got["kubeconfig"] == "" and str(tmp_path / "k3s.yaml") in got["kubeconfig_error"]
     assert "No such file" in got["kubeconfig_error"]
+
+
+def test_an_empty_kubeconfig_is_no_kubeconfig(tmp_path):
+    (tmp_path / "k3s.yaml").write_bytes(b"\n")
+    got = read_kubeconfig(str(tmp_path / "k3s.yaml"))
+    assert got == {"kubeconfig": "", "kubeconfig_error": "%s is empty" % (tmp_path / "k3s.yaml")}
