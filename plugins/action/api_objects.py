@@ -11,7 +11,7 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.api_client import 
     applied_changed,
     apply_objects,
 )
-from ansible_collections.aiinfra.k3s.plugins.plugin_utils.api_action import ApiAction
+from ansible_collections.aiinfra.k3s.plugins.plugin_utils.controller_action import ApiAction
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 

@@ -5,7 +5,7 @@
 or hands a kubeconfig it does not speak to kubernetes.core.k8s_info."""
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.api_client import ARGUMENT_SPEC, ApiError, read_objects
-from ansible_collections.aiinfra.k3s.plugins.plugin_utils.api_action import ApiAction
+from ansible_collections.aiinfra.k3s.plugins.plugin_utils.controller_action import ApiAction
 
 # The options kubernetes.core.k8s_info takes under the same names.
 K8S_INFO_OPTIONS = ("kubeconfig", "context", "api_version", "kind", "name", "namespace", "label_selectors",

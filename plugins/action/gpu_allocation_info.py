@@ -16,7 +16,7 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.gpu.allocation_info im
     unreadable,
 )
 from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.api_client import Unsupported
-from ansible_collections.aiinfra.k3s.plugins.plugin_utils.api_action import InProcessAction, task_environment
+from ansible_collections.aiinfra.k3s.plugins.plugin_utils.controller_action import InProcessAction, task_environment
 
 
 class ActionModule(InProcessAction):

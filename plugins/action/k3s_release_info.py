@@ -11,7 +11,7 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.node.k3s_release impor
     ArtifactError,
     release_info,
 )
-from ansible_collections.aiinfra.k3s.plugins.plugin_utils.api_action import InProcessAction
+from ansible_collections.aiinfra.k3s.plugins.plugin_utils.controller_action import InProcessAction
 
 
 class ActionModule(InProcessAction):

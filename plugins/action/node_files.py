@@ -6,7 +6,7 @@ hold their content, mode and owner are found so in this process (module_utils no
 nothing runs; any change, and any other host, runs the module, which alone writes."""
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node.node_files import ARGUMENT_SPEC, converged
-from ansible_collections.aiinfra.k3s.plugins.plugin_utils.api_action import InProcessAction
+from ansible_collections.aiinfra.k3s.plugins.plugin_utils.controller_action import InProcessAction
 
 
 class ActionModule(InProcessAction):
