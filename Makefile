@@ -73,6 +73,8 @@ lab: lab-bundle lab-up ## Start the lab, converge playbooks/site.yml on real kub
 	$(BIN)/python -m lab.nodes.labctl device-plugins --bin "$$($(BIN)/python -m lab.nodes.nodebuild path)"
 	$(BIN)/ansible-playbook playbooks/site.yml -i inventories/lab -e k3s_install_mode=airgap \
 	  -e k3s_airgap_dir="$(or $(K3S_AIRGAP_DIR),$$($(BIN)/python -m lab.nodes.k3sbundle path))" $(ANSIBLE_ARGS)
+	$(BIN)/python -m lab.nodes.observability apply --kubeconfig $(LAB_KUBECONFIG) \
+	  --kubectl "$$($(BIN)/python -m lab.nodes.nodebuild path)/kubectl"
 	@$(BIN)/python -m lab.nodes.labctl serving --kubeconfig $(LAB_KUBECONFIG) \
 	  --kubectl "$$($(BIN)/python -m lab.nodes.nodebuild path)/kubectl"
 

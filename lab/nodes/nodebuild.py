@@ -51,7 +51,9 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,6 +135,41 @@ CERT_MANAGER_BINARY = "cert-manager-controller"
 # resources: the release K3s embeds (lab/live/crds.py's K3S_EMBEDDED, the version its helm.cattle.io CRDs follow too),
 # built unchanged inside a copy of its module. Here it is a separate process the node's K3s stand-in starts.
 HELM_CONTROLLER_MODULE = "github.com/k3s-io/helm-controller"
+# Monitoring and autoscaling (K3s bundles neither: the collection installs kube-prometheus-stack's and KEDA's charts,
+# which the lab cannot fetch; lab/nodes/observability.py runs these builds with the lab's own minimal manifests):
+#  * prometheus-operator: the release kube-prometheus-stack `monitoring_chart_version` ships (lab/live/crds.py's
+#    KUBE_PROMETHEUS_STACK_OPERATOR: v0.95.1 for 93.9.0) is refused by the proxy ("403 Forbidden: This module version
+#    is not available", v0.95.0 to v0.95.2 alike), so the newest it serves, v0.94.1, is built. Its go.mod replaces two
+#    nested modules with directories the module zip leaves out: pkg/apis/monitoring is served at the same version and
+#    copied in; pkg/client is served for no version (404), so it is generated, as upstream's `make k8s-client-gen`
+#    does, with k8s.io/code-generator at the k8s.io/client-go version the go.mod requires.
+#  * Prometheus: the newest release the proxy serves, 3.16.0 (module v0.316.0; Prometheus's Go module numbers its
+#    3.x releases v0.3xx.y). Built with upstream's tags remove_all_sd,enable_kubernetes_sd (only the Kubernetes service
+#    discovery, which the operator's configuration uses) and without the web UI's assets (upstream builds them with
+#    npm; the API and /metrics answer, the UI pages do not).
+#  * KEDA: the release of `autoscaling_chart_version` (the kedacore/keda chart X.Y.Z ships KEDA vX.Y.Z), whose go.mod
+#    asks for Go 1.27.4 (fetched as a toolchain module from the proxy), built inside a copy of its module (its replace
+#    and exclude apply there) with only the scalers the collection's ScaledObjects use (prometheus) and the
+#    resource/cron ones: every scaler of KEDA is in one package, pkg/scalers, which pulls the cloud SDKs of all 70
+#    others into the build; the trim keeps the files of the four and their cases of the scaler registry.
+PROMETHEUS_OPERATOR_MODULE = "github.com/prometheus-operator/prometheus-operator"
+PROMETHEUS_OPERATOR_BUILT = "v0.94.1"
+PROMETHEUS_OPERATOR_NESTED = (("pkg/apis/monitoring", f"{PROMETHEUS_OPERATOR_MODULE}/pkg/apis/monitoring"),)
+# (output directory, API group versions under pkg/apis) of the client upstream generates into its nested pkg/client.
+PROMETHEUS_OPERATOR_CLIENT = ("pkg/client", ("monitoring/v1", "monitoring/v1alpha1", "monitoring/v1beta1"))
+PROMETHEUS = ("github.com/prometheus/prometheus", "v0.316.0", "3.16.0")
+KEDA_MODULE = "github.com/kedacore/keda/v2"
+KEDA_TOOLCHAIN = "go1.27.4"
+KEDA_SCALERS = ("scaler.go", "cpu_memory_scaler.go", "cron_scaler.go", "prometheus_scaler.go")
+KEDA_TRIGGERS = ("cpu", "cron", "memory", "prometheus")
+KEDA_EDITS = (
+    # Declared in azure_queue_scaler.go, which the trim removes; the prometheus scaler's metric spec uses it.
+    (
+        "pkg/scalers/prometheus_scaler.go",
+        "External: externalMetric, Type: externalMetricType,",
+        "External: externalMetric, Type: v2.ExternalMetricSourceType,",
+    ),
+)
 ETCD_K3S = "v3.6.14-k3s1"
 LOCAL_PROGRAMS = ("pause", "deviceplugin", "supervisor")  # directories under lab/nodes/programs
 CONTROL_PLANE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd")
@@ -169,9 +206,30 @@ class Component:
     in_module: bool = False
     edits: tuple[tuple[str, str, str], ...] = ()
     nested: tuple[str, Path] | None = None
+    # Further steps inside the copy (empty or None where a component has none): other modules the proxy serves,
+    # copied in at the component's version (directory, module); Kubernetes clients generated with k8s.io/code-generator
+    # (output directory, API group versions under pkg/apis); only some files of one package kept (directory, files:
+    # every other non-test .go file there is removed); only some cases of a switch between the TRIGGERS-START and
+    # TRIGGERS-END comments (file, cases); a Go toolchain the go.mod asks for (GOTOOLCHAIN).
+    served_nested: tuple[tuple[str, str], ...] = ()
+    client_gen: tuple[str, tuple[str, ...]] | None = None
+    pruned: tuple[str, tuple[str, ...]] | None = None
+    kept_cases: tuple[str, tuple[str, ...]] | None = None
+    toolchain: str = ""
 
     def ldflags(self) -> str:
         return " ".join([LDFLAGS, *(f"-X {var}={value}" for var, value in sorted(self.xflags.items()))])
+
+    def steps(self) -> dict:
+        """The further steps that are set, for the recipe (a component without them keeps its earlier key)."""
+        steps = {
+            "served_nested": [list(n) for n in self.served_nested],
+            "client_gen": self.client_gen and [self.client_gen[0], list(self.client_gen[1])],
+            "pruned": self.pruned and [self.pruned[0], list(self.pruned[1])],
+            "kept_cases": self.kept_cases and [self.kept_cases[0], list(self.kept_cases[1])],
+            "toolchain": self.toolchain,
+        }
+        return {key: value for key, value in steps.items() if value}
 
 
 # ---------------------------------------------------------------- pure functions (unit-tested)
@@ -223,6 +281,78 @@ def cert_manager_version(pin: str) -> str:
     if not pin.startswith("v"):
         raise BuildError(f"cert_manager_chart_version {pin!r} is not vX.Y.Z (roles/cert_manager/defaults/main.yml)")
     return pin
+
+
+def keda_version(pin: str) -> str:
+    """The KEDA module version of the autoscaling_chart_version pin (the kedacore/keda chart X.Y.Z ships vX.Y.Z)."""
+    return crds.module_version("same", pin)
+
+
+def prometheus_operator_wanted(pin: str) -> str:
+    """The prometheus-operator release the kube-prometheus-stack chart of monitoring_chart_version ships."""
+    try:
+        return crds.module_version("kube-prometheus-stack", pin)
+    except crds.CrdError as exc:
+        raise BuildError(str(exc)) from None
+
+
+def observability(keda: str, po_wanted: str) -> list[Component]:
+    """prometheus-operator, Prometheus and KEDA: what the lab runs in place of the charts it cannot fetch."""
+    prom_mod, prom_ver, prom_release = PROMETHEUS
+    po_mod, po_ver = PROMETHEUS_OPERATOR_MODULE, PROMETHEUS_OPERATOR_BUILT
+    version_pkg = "github.com/prometheus/common/version"
+    return [
+        Component(
+            "prometheus-operator",
+            po_mod,
+            po_ver,
+            {"prometheus-operator": "./cmd/operator", "prometheus-config-reloader": "./cmd/prometheus-config-reloader"},
+            None,
+            nearest_note(
+                po_wanted,
+                po_ver,
+                f"kube-prometheus-stack's {po_wanted} (the collection's monitoring_chart_version) is refused by the "
+                "module proxy; its nested pkg/apis/monitoring module copied in from the proxy, its nested "
+                "pkg/client (served for no version) generated with k8s.io/code-generator as upstream's make "
+                "k8s-client-gen does",
+            ),
+            xflags={f"{version_pkg}.Version": po_ver.lstrip("v"), f"{version_pkg}.Revision": f"module-{po_ver}"},
+            in_module=True,
+            served_nested=PROMETHEUS_OPERATOR_NESTED,
+            client_gen=PROMETHEUS_OPERATOR_CLIENT,
+        ),
+        Component(
+            "prometheus",
+            prom_mod,
+            prom_ver,
+            {"prometheus": "./cmd/prometheus"},
+            None,
+            f"Prometheus {prom_release}, the newest release the module proxy serves (K3s bundles no Prometheus); "
+            "only the Kubernetes service discovery (upstream's remove_all_sd,enable_kubernetes_sd tags); no web UI "
+            "assets (upstream builds them with npm): the API answers, the UI pages do not",
+            tags=("remove_all_sd", "enable_kubernetes_sd"),
+            xflags={f"{version_pkg}.Version": prom_release, f"{version_pkg}.Revision": f"module-{prom_ver}"},
+            in_module=True,
+        ),
+        Component(
+            "keda",
+            KEDA_MODULE,
+            keda,
+            {"keda": "./cmd/operator", "keda-adapter": "./cmd/adapter"},
+            None,
+            "the collection's autoscaling_chart_version (K3s bundles no KEDA); only the scalers "
+            + ", ".join(KEDA_TRIGGERS)
+            + " (the other scalers of KEDA and the cloud SDKs they import are left out), built with Go "
+            + KEDA_TOOLCHAIN.removeprefix("go")
+            + " as its go.mod asks",
+            xflags={f"{KEDA_MODULE}/version.Version": keda},
+            in_module=True,
+            edits=KEDA_EDITS,
+            pruned=("pkg/scalers", KEDA_SCALERS),
+            kept_cases=("pkg/scaling/scalers_builder.go", KEDA_TRIGGERS),
+            toolchain=KEDA_TOOLCHAIN,
+        ),
+    ]
 
 
 def components(k3s_version: str, etcd_version: str, sources: str, cm_version: str | None = None) -> list[Component]:
@@ -382,6 +512,10 @@ def components(k3s_version: str, etcd_version: str, sources: str, cm_version: st
             in_module=True,
             nested=CERT_MANAGER_MAINS,
         ),
+        *observability(
+            keda_version(read_pin("autoscaling_chart_version")),
+            prometheus_operator_wanted(read_pin("monitoring_chart_version")),
+        ),
         Component(
             "containerd",
             cd_mod,
@@ -437,6 +571,7 @@ def recipe(comps: list[Component], go_version: str, kube_key: str) -> dict:
                 [list(e) for e in c.edits],
                 c.nested and [c.nested[0], sources_digest(read_tree(c.nested[1]))],
             ]
+            + ([c.steps()] if c.steps() else [])
             for c in comps
         },
     }
@@ -476,6 +611,79 @@ def edited(source: str, path: str, edits: tuple[tuple[str, str, str], ...]) -> s
             raise BuildError(f"expected {old.strip()!r} once in the upstream {path}, found {source.count(old)}")
         source = source.replace(old, new)
     return source
+
+
+SWITCH_START, SWITCH_END = "// TRIGGERS-START", "// TRIGGERS-END"
+
+
+def with_cases_only(source: str, cases: tuple[str, ...]) -> str:
+    """source with only the `case "NAME":` clauses of `cases` (and the default) left in the switch between the
+    TRIGGERS-START and TRIGGERS-END comments; the default's error names the triggers this build has. Each case of
+    `cases` must be there, as must both comments, exactly once."""
+    for marker in (SWITCH_START, SWITCH_END):
+        if source.count(marker) != 1:
+            raise BuildError(f"expected {marker!r} once in the upstream scaler registry, found {source.count(marker)}")
+    head, rest = source.split(SWITCH_START, 1)
+    body, tail = rest.split(SWITCH_END, 1)
+    clauses, current = [], None
+    for line in body.splitlines(keepends=True):
+        stripped = line.strip()
+        if stripped.startswith(("case ", "default:")):
+            current = [stripped, [line]]
+            clauses.append(current)
+        elif current is not None and not stripped.startswith("//"):
+            current[1].append(line)
+        elif current is None:
+            clauses.append([None, [line]])  # the switch statement itself
+    wanted = {f'case "{case}":' for case in cases}
+    found = {c[0] for c in clauses} & wanted
+    if found != wanted:
+        raise BuildError(f"the upstream scaler registry has no {', '.join(sorted(wanted - found))}")
+    kept = []
+    for label, lines in clauses:
+        if label is None or label in wanted:
+            kept += lines
+        elif label == "default:":
+            kept.append(lines[0])
+            kept.append(
+                '\t\treturn nil, fmt.Errorf("no scaler found for type: %s (this KEDA build (aiinfra.k3s lab) has only '
+                + ", ".join(sorted(cases))
+                + ')", triggerType)\n'
+            )
+            kept.append("\t}\n\t")
+    return head + SWITCH_START + "".join(kept) + SWITCH_END + tail
+
+
+def pruned_files(names: list[str], kept: tuple[str, ...]) -> list[str]:
+    """The Go files of one package directory to remove: every non-test .go file but the kept ones (all of which
+    must be there)."""
+    missing = sorted(set(kept) - set(names))
+    if missing:
+        raise BuildError(f"the upstream package has no {', '.join(missing)}")
+    return sorted(n for n in names if n.endswith(".go") and not n.endswith("_test.go") and n not in kept)
+
+
+def client_gen_commands(module: str, tools: Path, out_dir: str, groups: tuple[str, ...]) -> list[list[str]]:
+    """The four k8s.io/code-generator runs of upstream's `make k8s-client-gen` for API groups under pkg/apis:
+    apply configurations, clientset, listers, informers, written into out_dir (the nested module's directory)."""
+    base = f"{module}/{out_dir}"
+    common = ["--go-header-file", ".header", "--v=1", "--logtostderr"]
+    packages = [f"{module}/pkg/apis/{g}" for g in groups]
+    return [
+        [str(tools / "applyconfiguration-gen"), *common, "--output-pkg", f"{base}/applyconfiguration",
+         "--output-dir", f"{out_dir}/applyconfiguration", *packages],
+        [str(tools / "client-gen"), *common, "--apply-configuration-package", f"{base}/applyconfiguration",
+         "--input-base", f"{module}/pkg/apis", "--clientset-name", "versioned", "--output-pkg", base,
+         "--output-dir", out_dir, *(arg for g in groups for arg in ("--input", g))],
+        [str(tools / "lister-gen"), *common, "--output-pkg", f"{base}/listers", "--output-dir", f"{out_dir}/listers",
+         *packages],
+        [str(tools / "informer-gen"), *common, "--versioned-clientset-package", f"{base}/versioned",
+         "--listers-package", f"{base}/listers", "--output-pkg", f"{base}/informers",
+         "--output-dir", f"{out_dir}/informers", *packages],
+    ]  # fmt: skip
+
+
+CODE_GENERATORS = ("applyconfiguration-gen", "client-gen", "lister-gen", "informer-gen")
 
 
 def build_args(comp: Component, out: Path, name: str, package: str) -> list[str]:
@@ -563,9 +771,50 @@ def build_in_module(comp: Component, work: Path, out: Path) -> None:
         where, source = comp.nested
         shutil.rmtree(work / where, ignore_errors=True)
         shutil.copytree(source, work / where)
+    for where, module in comp.served_nested:
+        shutil.rmtree(work / where, ignore_errors=True)
+        shutil.copytree(kubebuild.module_info(module, comp.version)["Dir"], work / where)
+        for path in [work / where, *(work / where).rglob("*")]:
+            path.chmod(path.stat().st_mode | 0o200)
+    if comp.pruned:
+        where, kept = comp.pruned
+        for name in pruned_files(sorted(p.name for p in (work / where).iterdir()), kept):
+            (work / where / name).unlink()
+    if comp.kept_cases:
+        file, cases = comp.kept_cases
+        (work / file).write_text(with_cases_only((work / file).read_text(), cases))
+    if comp.client_gen:
+        generate_clients(comp, work)
     for name, package in comp.binaries.items():
         kubebuild.go(*build_args(comp, out, name, package), cwd=work)
     shutil.rmtree(work)  # the copy of the module is only needed for the build
+
+
+def generate_clients(comp: Component, work: Path) -> None:
+    """The nested client module the go.mod replaces with a directory the zip leaves out, generated as upstream
+    does, by k8s.io/code-generator at the go.mod's k8s.io/client-go version (installed beside the copy)."""
+    out_dir, groups = comp.client_gen
+    go_min, requires, _replaces = kubebuild.parse_gomod((work / "go.mod").read_text())
+    generator = requires.get("k8s.io/client-go")
+    if not generator:
+        raise BuildError("the go.mod requires no k8s.io/client-go: no code-generator version to use")
+    tools = work.parent / f"{comp.name}-tools-{generator}"
+    if not all((tools / name).is_file() for name in CODE_GENERATORS):
+        with tempfile.TemporaryDirectory() as tmp:
+            os.environ["GOBIN"] = str(tools)
+            try:
+                kubebuild.go(
+                    "install", *(f"k8s.io/code-generator/cmd/{n}@{generator}" for n in CODE_GENERATORS), cwd=Path(tmp)
+                )
+            finally:
+                del os.environ["GOBIN"]
+    shutil.rmtree(work / out_dir, ignore_errors=True)
+    (work / out_dir).mkdir(parents=True)
+    (work / out_dir / "go.mod").write_text(f"module {comp.module}/{out_dir}\n\ngo {go_min}\n")
+    for cmd in client_gen_commands(comp.module, tools, out_dir, groups):
+        proc = subprocess.run(cmd, cwd=work, env=kubebuild.go_env(), capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise BuildError(f"{Path(cmd[0]).name} failed: {kubebuild.proc_tail(proc.stderr)}")
 
 
 def build_local(comp: Component, work: Path, out: Path) -> None:
@@ -619,11 +868,18 @@ def _build_part(comp: Component, go_version: str) -> Path:
     shutil.rmtree(tmp_out, ignore_errors=True)
     tmp_out.mkdir(parents=True)
     started = time.monotonic()
+    before = os.environ.get("GOTOOLCHAIN")
+    if comp.toolchain:
+        os.environ["GOTOOLCHAIN"] = comp.toolchain  # kubebuild.go_env() keeps a GOTOOLCHAIN that is set
     try:
         builder = build_local if comp.local else build_in_module if comp.in_module else build_module
         builder(comp, CACHE / "parts" / "work" / comp.name, tmp_out)
     except BuildError as exc:
         raise BuildError(f"{comp.name} ({comp.module}@{comp.version}): {exc}") from None
+    finally:
+        os.environ.pop("GOTOOLCHAIN", None)
+        if before is not None:
+            os.environ["GOTOOLCHAIN"] = before
     shutil.rmtree(out, ignore_errors=True)
     tmp_out.rename(out)
     Log.line(f"built {comp.name} in {time.monotonic() - started:.0f}s -> {out}")

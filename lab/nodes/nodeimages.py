@@ -155,10 +155,22 @@ SCRATCH_NAMES = {
     CERT_MANAGER_ROLE: "cert-manager-controller-only-ca-selfsigned-labmain",
     CERT_MANAGER_WEBHOOK_ROLE: "cert-manager-webhook-labmain",
     CERT_MANAGER_CAINJECTOR_ROLE: "cert-manager-cainjector-labmain",
+    # only the Kubernetes service discovery, no web UI assets; KEDA with four of its scalers
+    "prometheus": "prometheus-kubernetes-sd-only-no-webui",
+    "keda": "keda-only-cpu-cron-memory-prometheus-scalers",
+    "keda-adapter": "keda-metrics-apiserver-only-cpu-cron-memory-prometheus-scalers",
 }
-# Scratch images with a (numeric, non-root) user of their own, as upstream's distroless images have.
-SCRATCH_USERS = {role: "65532:65532" for role in CERT_MANAGER_ROLES}
-SCRATCH_ROLES = ("pause", "coredns", "traefik", *CERT_MANAGER_ROLES)
+# What the lab runs in place of kube-prometheus-stack's and KEDA's charts (lab/nodes/observability.py).
+PROMETHEUS_OPERATOR_ROLES = ("prometheus-operator", "prometheus-config-reloader", "prometheus")
+KEDA_ROLES = ("keda", "keda-adapter")
+# Scratch images with a (numeric, non-root) user of their own, as upstream's images have (distroless nonroot for
+# cert-manager and KEDA, nobody for the Prometheus ones).
+SCRATCH_USERS = {role: "65532:65532" for role in (*CERT_MANAGER_ROLES, *KEDA_ROLES)}
+SCRATCH_USERS.update({role: "65534:65534" for role in PROMETHEUS_OPERATOR_ROLES})
+# Where a binary lies in its image when not at /<name>: where upstream's image has it and something names that path
+# (the operator starts the config reloader as /bin/prometheus-config-reloader; Prometheus's image runs /bin/prometheus).
+SCRATCH_PATHS = {"prometheus-config-reloader": "bin", "prometheus": "bin"}
+SCRATCH_ROLES = ("pause", "coredns", "traefik", *CERT_MANAGER_ROLES, *PROMETHEUS_OPERATOR_ROLES, *KEDA_ROLES)
 # The repositories (no tag) the cert-manager chart's image values take: `<repository>:<tag or appVersion>`, and the
 # scratch images are tagged with the cert-manager version, so a HelmChartConfig needs only these (and pullPolicy).
 CERT_MANAGER_REPOSITORIES = {
@@ -189,9 +201,9 @@ def scratch_spec(role: str, binary: Path, digest: str, version: str | None, note
         "name": SCRATCH_NAMES.get(role, name),
         "tag": tag,
         "base": "scratch",
-        "binary": {"name": name, "sha256": digest},
+        "binary": {"name": name, "sha256": digest, **({"dir": SCRATCH_PATHS[role]} if role in SCRATCH_PATHS else {})},
         "local": {"binary": str(binary)},
-        "entrypoint": [f"/{name}"],
+        "entrypoint": [f"/{SCRATCH_PATHS[role]}/{name}" if role in SCRATCH_PATHS else f"/{name}"],
         "cmd": [],
         "env": {},
         "expose": [],
@@ -565,7 +577,12 @@ def build_scratch(spec: dict, work: Path) -> None:
     binary = Path(spec["local"]["binary"])
     tar_path = work / "layer.tar"
     with tarfile.open(tar_path, "w") as tar:
-        info = tarfile.TarInfo(binary.name)
+        where = spec["binary"].get("dir")
+        if where:
+            folder = tarfile.TarInfo(where)
+            folder.type, folder.mode, folder.mtime = tarfile.DIRTYPE, 0o755, 0
+            tar.addfile(folder)
+        info = tarfile.TarInfo(f"{where}/{binary.name}" if where else binary.name)
         data = binary.read_bytes()
         info.size, info.mode, info.mtime = len(data), 0o755, 0
         tar.addfile(info, io.BytesIO(data))

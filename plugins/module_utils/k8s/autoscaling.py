@@ -31,6 +31,9 @@ def gpu_bounds(vllm_models, nim_models, capacity):
 
 
 def scaled_object(name, namespace, component, minimum, maximum, server, query, threshold, cooldown):
+    """A ScaledObject with one Prometheus trigger. KEDA's cooldownPeriod only applies to scaling to zero; above its
+    minimum the HPA KEDA makes scales in, after its own stabilization window (300 s unless set): the cooldown is
+    written as that window as well, so it is the time without load before scaling in, whatever the minimum."""
     return {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "ScaledObject",
@@ -41,6 +44,11 @@ def scaled_object(name, namespace, component, minimum, maximum, server, query, t
             "cooldownPeriod": int(cooldown),
             "minReplicaCount": int(minimum),
             "maxReplicaCount": int(maximum),
+            "advanced": {
+                "horizontalPodAutoscalerConfig": {
+                    "behavior": {"scaleDown": {"stabilizationWindowSeconds": int(cooldown)}},
+                }
+            },
             "triggers": [
                 {
                     "type": "prometheus",

@@ -35,6 +35,11 @@ NODE_BINARIES = {
     "pause",
     "aiinfra-lab-device-plugin",
     "aiinfra-lab-supervisor",
+    "prometheus-operator",
+    "prometheus-config-reloader",
+    "prometheus",
+    "keda",
+    "keda-adapter",
 }
 # What a versions.json note may say of a build at the release K3s carries: only how the build or the process differs.
 CARRIED_NOTES = ("built without", "K3s runs it in-process; here a separate process")
@@ -374,3 +379,77 @@ def test_the_traefik_part_key_does_not_follow_the_other_components():
     traefik = next(c for c in comps() if c.name == "traefik")
     other = next(c for c in comps(sources="f" * 64) if c.name == "traefik")
     assert nodebuild.part_key(traefik, "go1.26.8") == nodebuild.part_key(other, "go1.26.8")
+
+
+REGISTRY = """func buildScaler(triggerType string) (scalers.Scaler, error) {
+	// TRIGGERS-START
+	switch triggerType {
+	case "activemq":
+		return scalers.NewActiveMQScaler(config)
+	case "cpu":
+		return scalers.NewCPUMemoryScaler(corev1.ResourceCPU, config)
+	// TODO: use other way for test.
+	case "external-mock":
+		return scalers.NewExternalMockScaler(config)
+	case "prometheus":
+		return scalers.NewPrometheusScaler(config)
+	default:
+		return nil, fmt.Errorf("no scaler found for type: %s", triggerType)
+	}
+	// TRIGGERS-END
+}
+"""
+
+
+def test_keda_keeps_only_the_scaler_cases_asked_for_and_its_error_names_them():
+    out = nodebuild.with_cases_only(REGISTRY, ("cpu", "prometheus"))
+    assert 'case "cpu":' in out and 'case "prometheus":' in out
+    assert "activemq" not in out and "external-mock" not in out and "ExternalMock" not in out
+    assert "has only cpu, prometheus" in out and out.count("default:") == 1
+    assert out.startswith("func buildScaler") and out.rstrip().endswith("// TRIGGERS-END\n}")
+    with pytest.raises(nodebuild.BuildError, match='no case "redis"'):
+        nodebuild.with_cases_only(REGISTRY, ("cpu", "redis"))
+    with pytest.raises(nodebuild.BuildError, match="TRIGGERS-START"):
+        nodebuild.with_cases_only(REGISTRY.replace("// TRIGGERS-START", ""), ("cpu",))
+
+
+def test_keda_keeps_the_kept_scaler_files_and_the_tests_and_removes_the_rest():
+    names = ["scaler.go", "cpu_memory_scaler.go", "kafka_scaler.go", "kafka_scaler_test.go", "README.md"]
+    assert nodebuild.pruned_files(names, ("scaler.go", "cpu_memory_scaler.go")) == ["kafka_scaler.go"]
+    with pytest.raises(nodebuild.BuildError, match=r"prometheus_scaler\.go"):
+        nodebuild.pruned_files(names, ("scaler.go", "prometheus_scaler.go"))
+
+
+def test_the_observability_builds_follow_the_collections_chart_pins_and_name_what_they_leave_out():
+    by_name = {c.name: c for c in comps()}
+    keda, prom, operator = by_name["keda"], by_name["prometheus"], by_name["prometheus-operator"]
+    assert keda.version == "v" + read_pin("autoscaling_chart_version").lstrip("v")
+    assert keda.toolchain.startswith("go1.27") and keda.pruned[1][0] == "scaler.go"
+    assert set(keda.kept_cases[1]) == {"cpu", "cron", "memory", "prometheus"}  # the collection's trigger among them
+    assert "only the scalers cpu, cron, memory, prometheus" in keda.note
+    assert prom.tags == ("remove_all_sd", "enable_kubernetes_sd") and "no web UI" in prom.note
+    wanted = nodebuild.prometheus_operator_wanted(read_pin("monitoring_chart_version"))
+    assert operator.note.startswith(f"nearest served: {operator.version}") and wanted in operator.note
+    assert operator.served_nested[0][0] == "pkg/apis/monitoring" and operator.client_gen[0] == "pkg/client"
+    assert set(operator.binaries) == {"prometheus-operator", "prometheus-config-reloader"}
+
+
+def test_the_operators_client_is_generated_as_upstreams_make_target_does(tmp_path):
+    mod = "github.com/prometheus-operator/prometheus-operator"
+    cmds = nodebuild.client_gen_commands(mod, tmp_path, "pkg/client", ("monitoring/v1", "monitoring/v1beta1"))
+    assert [c[0] for c in cmds] == [str(tmp_path / n) for n in nodebuild.CODE_GENERATORS]
+    apply_gen, client_gen, lister_gen, informer_gen = cmds
+    assert apply_gen[-2:] == [f"{mod}/pkg/apis/monitoring/v1", f"{mod}/pkg/apis/monitoring/v1beta1"]
+    assert client_gen[client_gen.index("--clientset-name") + 1] == "versioned"
+    assert client_gen[-4:] == ["--input", "monitoring/v1", "--input", "monitoring/v1beta1"]
+    assert lister_gen[lister_gen.index("--output-dir") + 1] == "pkg/client/listers"
+    assert informer_gen[informer_gen.index("--versioned-clientset-package") + 1] == f"{mod}/pkg/client/versioned"
+    assert all(c[c.index("--go-header-file") + 1] == ".header" for c in cmds)
+
+
+def test_components_without_the_further_steps_keep_their_recipe_entry():
+    # The steps came after the other components were cached: an entry without steps has the earlier shape (9 items),
+    # so adding the steps rebuilt nothing that was built.
+    recipe = nodebuild.recipe(comps(), "go1.26.8", "")
+    assert len(recipe["components"]["traefik"]) == 9
+    assert len(recipe["components"]["keda"]) == 10 and recipe["components"]["keda"][-1]["toolchain"]

@@ -172,17 +172,19 @@ def test_specs_for_leaves_out_missing_binaries_and_reads_versions(tmp_path):
     no_helm = tmp_path / "no-helm"
     specs, missing = nodeimages.specs_for(tmp_path, no_helm)
     cert_manager = ["cert-manager-controller", "cert-manager-webhook", "cert-manager-cainjector"]
+    observed = ["prometheus-operator", "prometheus-config-reloader", "prometheus", "keda", "keda-adapter"]
     assert missing == [
         "coredns",
         "traefik",
         *cert_manager,
+        *observed,
         "klipper-helm (no helm: run `python -m lab.live.helmbuild build`)",
     ]
     assert [s["role"] for s in specs] == ["pause", "litellm", "model_server", "redis"]
     (tmp_path / "coredns").write_bytes(b"c")
     specs, missing = nodeimages.specs_for(tmp_path, no_helm)
     assert (
-        missing[:-1] == ["traefik", *cert_manager]
+        missing[:-1] == ["traefik", *cert_manager, *observed]
         and nodeimages.refs_of(specs)["coredns"] == "localhost/aiinfra-lab/coredns:v1.14.6"
     )
 
@@ -316,3 +318,17 @@ def test_the_entry_script_is_executable_bash():
     assert entry.stat().st_mode & 0o111 == 0o111
     assert entry.read_text().startswith("#!/usr/bin/env bash\n")
     assert "STAND-IN" in entry.read_text().splitlines()[1]
+
+
+def test_the_prometheus_images_hold_their_binary_where_the_operator_and_upstream_run_it(tmp_path):
+    # The operator starts the config reloader as /bin/prometheus-config-reloader; the other scratch images hold
+    # their binary at /<name>. Each runs as a numeric non-root user, as upstream's images do.
+    for name in ("prometheus-config-reloader", "prometheus", "keda"):
+        (tmp_path / name).write_bytes(name.encode())
+    specs = {s["role"]: s for s in nodeimages.specs_for(tmp_path, tmp_path / "no-helm")[0]}
+    assert specs["prometheus-config-reloader"]["entrypoint"] == ["/bin/prometheus-config-reloader"]
+    assert specs["prometheus"]["entrypoint"] == ["/bin/prometheus"]
+    assert specs["keda"]["entrypoint"] == ["/keda"] and "dir" not in specs["keda"]["binary"]
+    assert specs["prometheus"]["user"] == "65534:65534" and specs["keda"]["user"] == "65532:65532"
+    assert specs["keda"]["name"] == "keda-only-cpu-cron-memory-prometheus-scalers"
+    assert specs["prometheus"]["name"] == "prometheus-kubernetes-sd-only-no-webui"
