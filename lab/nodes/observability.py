@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import time
@@ -170,6 +171,16 @@ def prometheus_spec(values: dict, image: str, version: str) -> dict:
     return out
 
 
+def prometheus_release(module_version: str) -> str:
+    """Prometheus's release of its Go module's version (the image's tag): the module numbers release 3.Y.Z as
+    v0.3YY.Z (v0.316.0 is 3.16.0). The operator reads the Prometheus object's version to choose its flags."""
+    match = re.fullmatch(r"v0\.(\d)(\d\d)\.(\d+)", module_version)
+    if not match:
+        raise ObservabilityError(f"{module_version!r} is not a Prometheus module version v0.MYY.Z (e.g. v0.316.0)")
+    major, minor, patch = (int(g) for g in match.groups())
+    return f"v{major}.{minor}.{patch}"
+
+
 def prometheus_manifests(refs: dict[str, str], values: dict, namespace: str = MONITORING_NAMESPACE) -> list[dict]:
     """prometheus-operator, and the Prometheus object the chart would make, with the Service the chart gives it."""
     chart = RELEASE
@@ -208,7 +219,7 @@ def prometheus_manifests(refs: dict[str, str], values: dict, namespace: str = MO
         "ports": [{"name": "http", "containerPort": 8080}],
         "resources": {"requests": {"cpu": "20m", "memory": "64Mi"}},
     }
-    version = "v" + nodeimages.image_tag(refs["prometheus"]).lstrip("v")
+    version = prometheus_release(nodeimages.image_tag(refs["prometheus"]))
     selector = {"app.kubernetes.io/name": "prometheus", "operator.prometheus.io/name": PROMETHEUS}
     return [
         *rbac(OPERATOR, namespace, chart, operator_rules),

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[4]
 REFS = {
     "prometheus-operator": "localhost/aiinfra-lab/prometheus-operator:v0.94.1",
     "prometheus-config-reloader": "localhost/aiinfra-lab/prometheus-config-reloader:v0.94.1",
-    "prometheus": "localhost/aiinfra-lab/prometheus-kubernetes-sd-only-no-webui:3.16.0",
+    "prometheus": "localhost/aiinfra-lab/prometheus-kubernetes-sd-only-no-webui:v0.316.0",
     "keda": "localhost/aiinfra-lab/keda-only-cpu-cron-memory-prometheus-scalers:v2.21.1",
     "keda-adapter": "localhost/aiinfra-lab/keda-metrics-apiserver-only-cpu-cron-memory-prometheus-scalers:v2.21.1",
 }
@@ -92,3 +92,16 @@ def test_keda_serves_the_external_metrics_api_with_its_own_rotated_certificates(
     assert readers and {"horizontal-pod-autoscaler", "system:kube-controller-manager"} == {
         s["name"] for s in readers[0]["subjects"]
     }
+
+
+@pytest.mark.parametrize(("module", "release"), [("v0.316.0", "v3.16.0"), ("v0.305.1", "v3.5.1")])
+def test_the_prometheus_object_names_the_release_not_the_module_version(module, release):
+    assert observability.prometheus_release(module) == release
+    refs = dict(REFS, prometheus=f"localhost/aiinfra-lab/prometheus-kubernetes-sd-only-no-webui:{module}")
+    (prom,) = [o for o in observability.prometheus_manifests(refs, {}) if o["kind"] == "Prometheus"]
+    assert prom["spec"]["version"] == release
+
+
+def test_a_tag_that_is_no_prometheus_module_version_is_refused():
+    with pytest.raises(observability.ObservabilityError, match="not a Prometheus module version"):
+        observability.prometheus_release("3.16.0")
