@@ -159,9 +159,9 @@ def load(seconds: float, rate: float, stop: threading.Event, results: list) -> N
 def test_keda_scales_the_gateway_up_under_load_and_back_down_after_its_cooldown():
     """The collection's ScaledObject for the gateway (prometheus trigger on LiteLLM's request rate, the lab's
     threshold of 1 request/s per replica, minimum litellm_replicas, maximum 4): KEDA's metrics API serves the
-    trigger's value; under a bounded load of 4 requests/s through Traefik (the lab's edge budget is 5/s per key) the HPA KEDA made takes the gateway from 3
-    to 4 replicas; after the load, back to 3 once the cooldown (written as the HPA's scale-down window) has passed.
-    The reaction times are printed (figures, not assertions)."""
+    trigger's value; under a bounded load of 4 requests/s through Traefik (the lab's edge budget is 5/s per key) the
+    HPA KEDA made takes the gateway from 3 to 4 replicas; after the load, back to 3 once the cooldown (written as the
+    HPA's scale-down window) has passed. The reaction times are printed (figures, not assertions)."""
     wait_for("the lab's Traefik Ready", traefik_ready, timeout=120)
     scaled = gateway_scaled_object()
     conditions = {c["type"]: c["status"] for c in scaled["status"]["conditions"]}
