@@ -150,7 +150,7 @@ HELM_CONTROLLER_MODULE = "github.com/k3s-io/helm-controller"
 #  * KEDA: the release of `autoscaling_chart_version` (the kedacore/keda chart X.Y.Z ships KEDA vX.Y.Z), whose go.mod
 #    asks for Go 1.27.4 (fetched as a toolchain module from the proxy), built inside a copy of its module (its replace
 #    and exclude apply there) with only the scalers the collection's ScaledObjects use (prometheus) and the
-#    resource/cron ones: every scaler of KEDA is in one package, pkg/scalers, which pulls the cloud SDKs of all 70
+#    resource/cron ones: every scaler of KEDA is in one package, pkg/scalers, which pulls the cloud SDKs of all the
 #    others into the build; the trim keeps the files of the four and their cases of the scaler registry.
 PROMETHEUS_OPERATOR_MODULE = "github.com/prometheus-operator/prometheus-operator"
 PROMETHEUS_OPERATOR_BUILT = "v0.94.1"
@@ -776,6 +776,13 @@ def build_in_module(comp: Component, work: Path, out: Path) -> None:
         shutil.copytree(kubebuild.module_info(module, comp.version)["Dir"], work / where)
         for path in [work / where, *(work / where).rglob("*")]:
             path.chmod(path.stat().st_mode | 0o200)
+    if comp.toolchain:
+        wanted = "go" + kubebuild.parse_gomod((work / "go.mod").read_text())[0]
+        if wanted != comp.toolchain:
+            raise BuildError(
+                f"its go.mod asks for {wanted}, the lab builds it with {comp.toolchain}: set the toolchain in "
+                "lab/nodes/nodebuild.py to the go.mod's"
+            )
     if comp.pruned:
         where, kept = comp.pruned
         for name in pruned_files(sorted(p.name for p in (work / where).iterdir()), kept):
@@ -800,14 +807,16 @@ def generate_clients(comp: Component, work: Path) -> None:
         raise BuildError("the go.mod requires no k8s.io/client-go: no code-generator version to use")
     tools = work.parent / f"{comp.name}-tools-{generator}"
     if not all((tools / name).is_file() for name in CODE_GENERATORS):
-        with tempfile.TemporaryDirectory() as tmp:
-            os.environ["GOBIN"] = str(tools)
-            try:
-                kubebuild.go(
-                    "install", *(f"k8s.io/code-generator/cmd/{n}@{generator}" for n in CODE_GENERATORS), cwd=Path(tmp)
-                )
-            finally:
-                del os.environ["GOBIN"]
+        before = os.environ.get("GOBIN")
+        os.environ["GOBIN"] = str(tools)
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                tools_at = (f"k8s.io/code-generator/cmd/{n}@{generator}" for n in CODE_GENERATORS)
+                kubebuild.go("install", *tools_at, cwd=Path(tmp))
+        finally:
+            os.environ.pop("GOBIN", None)
+            if before is not None:
+                os.environ["GOBIN"] = before
     shutil.rmtree(work / out_dir, ignore_errors=True)
     (work / out_dir).mkdir(parents=True)
     (work / out_dir / "go.mod").write_text(f"module {comp.module}/{out_dir}\n\ngo {go_min}\n")

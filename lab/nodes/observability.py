@@ -18,7 +18,8 @@ from the lab's builds of the upstream programs (lab/nodes/nodebuild.py; images b
     chart: no Alertmanager, node-exporter, kube-state-metrics or Grafana (Grafana is not served here), no storage
     (the lab has no storage class: the TSDB is an emptyDir), and none of the chart's own rules and monitors;
   * KEDA's operator and metrics API server (the v1beta1.external.metrics.k8s.io APIService), with KEDA's own
-    certificate rotation, as the chart runs them; NOT its admission webhooks.
+    certificate rotation, as the chart runs them; NOT its admission webhooks, nor the ServiceMonitors of its parts
+    that the collection's values ask the chart for.
 
 The collection's PodMonitors, PrometheusRule and ScaledObjects are the real inputs: Prometheus scrapes what the
 operator makes of them, and KEDA scales the workloads the ScaledObjects name. Besides the standard library, only
@@ -48,7 +49,8 @@ OPERATOR = f"{RELEASE}-operator"
 PROMETHEUS_PORT = 9090
 METRICS_APISERVICE = "v1beta1.external.metrics.k8s.io"
 LAB = {"app.kubernetes.io/managed-by": "aiinfra-lab", "aiinfra.io/lab-standin-for": ""}
-# What a restricted namespace asks of every container (KEDA's namespace enforces baseline and warns on restricted).
+# What a restricted namespace asks of every container (KEDA's namespace enforces baseline and warns on restricted),
+# and a read-only root, as the charts set.
 RESTRICTED = {
     "allowPrivilegeEscalation": False,
     "readOnlyRootFilesystem": True,
@@ -193,10 +195,8 @@ def prometheus_manifests(refs: dict[str, str], values: dict, namespace: str = MO
         rule([""], ["nodes", "namespaces"], READ),
         rule([""], ["events"], ["create", "patch"]),
         rule(["events.k8s.io"], ["events"], ["create", "patch"]),
-        rule(["discovery.k8s.io"], ["endpointslices"], ["*"]),
         rule(["networking.k8s.io"], ["ingresses"], READ),
         rule(["storage.k8s.io"], ["storageclasses"], ["get"]),
-        rule(["coordination.k8s.io"], ["leases"], ["*"]),
     ]
     prometheus_rules = [
         rule([""], ["nodes", "nodes/metrics", "services", "endpoints", "pods"], READ),
@@ -247,12 +247,16 @@ def keda_manifests(refs: dict[str, str], namespace: str = KEDA_NAMESPACE) -> lis
         rule(["*"], ["*/scale"], ["get", "list", "watch", "update", "patch"]),
         rule(["autoscaling"], ["horizontalpodautoscalers"], ["*"]),
         rule([""], ["configmaps", "configmaps/status", "limitranges", "pods", "services", "serviceaccounts"], READ),
-        rule([""], ["secrets"], [*READ, "create", "update", "patch"]),
-        rule([""], ["events"], ["create", "patch"]),
+        rule([""], ["secrets"], READ),
+        rule(["", "events.k8s.io"], ["events"], ["create", "patch"]),
         rule(["apps"], ["deployments", "statefulsets", "replicasets"], READ),
         rule(["batch"], ["jobs"], ["*"]),
         rule(["apiregistration.k8s.io"], ["apiservices"], [*READ, "update", "patch"]),
         rule(["admissionregistration.k8s.io"], ["validatingwebhookconfigurations"], READ),
+    ]
+    # Written only in KEDA's namespace, as upstream's Role grants: its certificates Secret and its leader lease.
+    operator_own = [
+        rule([""], ["secrets"], [*READ, "create", "update", "patch"]),
         rule(["coordination.k8s.io"], ["leases"], ["*"]),
     ]
     adapter_rules = [
@@ -332,8 +336,8 @@ def keda_manifests(refs: dict[str, str], namespace: str = KEDA_NAMESPACE) -> lis
         },
         "subjects": [{"kind": "ServiceAccount", "name": "keda-operator-metrics-apiserver", "namespace": namespace}],
     }
-    # The HPA controller reads the external metrics: as its service account (--use-service-account-credentials) or
-    # as kube-controller-manager itself.
+    # The HPA controller reads the external metrics as its service account (the lab's controller manager, as K3s's,
+    # runs with --use-service-account-credentials).
     hpa_reader = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
@@ -343,13 +347,25 @@ def keda_manifests(refs: dict[str, str], namespace: str = KEDA_NAMESPACE) -> lis
             "kind": "ClusterRole",
             "name": "keda-external-metrics-reader",
         },
-        "subjects": [
-            {"kind": "ServiceAccount", "name": "horizontal-pod-autoscaler", "namespace": "kube-system"},
-            {"kind": "User", "name": "system:kube-controller-manager", "apiGroup": "rbac.authorization.k8s.io"},
-        ],
+        "subjects": [{"kind": "ServiceAccount", "name": "horizontal-pod-autoscaler", "namespace": "kube-system"}],
+    }
+    own_role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": meta("keda-operator", namespace, chart),
+        "rules": operator_own,
+    }
+    own_binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": meta("keda-operator", namespace, chart),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "keda-operator"},
+        "subjects": [{"kind": "ServiceAccount", "name": "keda-operator", "namespace": namespace}],
     }
     return [
         *rbac("keda-operator", namespace, chart, operator_rules),
+        own_role,
+        own_binding,
         deployment("keda-operator", namespace, chart, operator, [certs]),
         service(
             "keda-operator",
@@ -485,7 +501,7 @@ def scaled_to_minimum(kubectl: Kubectl):
             ref, ns = item["spec"]["scaleTargetRef"], item["metadata"]["namespace"]
             target = kubectl.json("get", ref.get("kind", "Deployment").lower(), ref["name"], "-n", ns) or {}
             ready = target.get("status", {}).get("readyReplicas", 0)
-            if ready < int(item["spec"].get("minReplicaCount", 1)):
+            if ready < int(item["spec"].get("minReplicaCount", 0)):
                 short.append(f"{ns}/{ref['name']}: {ready} of {item['spec'].get('minReplicaCount')} ready")
         return "; ".join(short) or None
 

@@ -30,18 +30,22 @@ def gpu_bounds(vllm_models, nim_models, capacity):
     return bounds
 
 
+# Kubernetes refuses an HPA whose scale-down stabilization window is longer than an hour.
+MAX_COOLDOWN_SECONDS = 3600
+
+
 def scaled_object(name, namespace, component, minimum, maximum, server, query, threshold, cooldown):
-    """A ScaledObject with one Prometheus trigger. KEDA's cooldownPeriod only applies to scaling to zero; above its
-    minimum the HPA KEDA makes scales in, after its own stabilization window (300 s unless set): the cooldown is
-    written as that window as well, so it is the time without load before scaling in, whatever the minimum."""
-    return {
+    """A ScaledObject with one Prometheus trigger. KEDA's cooldownPeriod only applies to scaling to zero (or to an
+    idleReplicaCount); above its minimum the HPA KEDA makes scales in after its own stabilization window (300 s unless
+    set): the cooldown is written as that window, so scaling in waits that long after the trigger's value last asked
+    for more replicas, and as cooldownPeriod too where the minimum is zero."""
+    obj = {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "ScaledObject",
         "metadata": {"name": name, "namespace": namespace, "labels": labels_for(name, component)},
         "spec": {
             "scaleTargetRef": {"name": name},
             "pollingInterval": 15,
-            "cooldownPeriod": int(cooldown),
             "minReplicaCount": int(minimum),
             "maxReplicaCount": int(maximum),
             "advanced": {
@@ -57,6 +61,9 @@ def scaled_object(name, namespace, component, minimum, maximum, server, query, t
             ],
         },
     }
+    if int(minimum) == 0:  # KEDA's webhook warns that cooldownPeriod does nothing above zero
+        obj["spec"]["cooldownPeriod"] = int(cooldown)
+    return obj
 
 
 def keda_values(service_monitors):
@@ -127,6 +134,23 @@ def autoscaling_manifests(workloads, p):
                 )
             )
     return out
+
+
+def cooldown_problems(engine, cooldown):
+    """The cooldown is also the scale-down window of the HPA KEDA makes, which Kubernetes bounds to an hour."""
+    if engine != "keda":
+        return []
+    try:
+        seconds = int(cooldown)
+    except (TypeError, ValueError):
+        return ["autoscaling_cooldown_seconds is %r, not a whole number of seconds" % (cooldown,)]
+    if not 0 <= seconds <= MAX_COOLDOWN_SECONDS:
+        return [
+            "autoscaling_cooldown_seconds is %d: KEDA writes it as its HPA's scale-down window, which Kubernetes "
+            "bounds to 0-%d s (an HPA with more is refused and nothing scales): use at most %d"
+            % (seconds, MAX_COOLDOWN_SECONDS, MAX_COOLDOWN_SECONDS)
+        ]
+    return []
 
 
 def autoscaling_problems(p):

@@ -51,7 +51,11 @@ Roles read the plan and their own variables; none reads another role's facts.
 import difflib
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s import edge, gateway, monitoring
-from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.autoscaling import autoscaling_problems, gpu_bounds
+from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.autoscaling import (
+    autoscaling_problems,
+    cooldown_problems,
+    gpu_bounds,
+)
 from ansible_collections.aiinfra.k3s.plugins.module_utils.k8s.model_servers import (
     GPU_TYPE_LABEL,
     MODEL_WORKLOAD_KIND,
@@ -133,6 +137,7 @@ VARIABLES = (
     "autoscaling_gateway_max_replicas",
     "autoscaling_model_max_replicas",
     "autoscaling_service_monitors",
+    "autoscaling_cooldown_seconds",
     "traefik_host",
     "traefik_namespace",
     "traefik_tls_secret",
@@ -636,6 +641,11 @@ def setting_problems(values, models, secrets):
                 "gateway_max": values.get("autoscaling_gateway_max_replicas"),
             }
         ),
+    )
+    add(
+        "AUTOSCALING",
+        "autoscaling_cooldown_seconds",
+        cooldown_problems(values.get("autoscaling_engine"), values.get("autoscaling_cooldown_seconds", 600)),
     )
     if secrets:
         if gateway_on:

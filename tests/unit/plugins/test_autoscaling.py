@@ -46,10 +46,16 @@ def test_one_autoscaler_per_target_and_maxima_fit_the_gpus(rendered):
             assert "vllm:num_requests_waiting" in trigger["query"]
         else:  # the notes' gateway threshold; the lab's is small enough for tests/lab to go past it
             assert obj["spec"]["triggers"][0]["metadata"]["threshold"] == ("1" if site == "lab" else "50")
-    for obj in scaled:  # KEDA's cooldown only applies to scaling to zero: the HPA's scale-down window carries it too
+    for obj in scaled:  # KEDA's cooldown only applies to scaling to zero: the HPA's scale-down window carries it
         window = obj["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"]
-        assert window == {"stabilizationWindowSeconds": obj["spec"]["cooldownPeriod"]}, obj["metadata"]["name"]
-        assert obj["spec"]["cooldownPeriod"] == (60 if site == "lab" else 600)
+        assert window == {"stabilizationWindowSeconds": 60 if site == "lab" else 600}, obj["metadata"]["name"]
+        assert obj["spec"]["minReplicaCount"] > 0 and "cooldownPeriod" not in obj["spec"]  # KEDA would warn
+    zero = autoscaling.scaled_object("m", "ns", "vllm", 0, 2, "http://p:9090", "q", 5, 120)["spec"]
+    assert (
+        zero["cooldownPeriod"]
+        == 120
+        == zero["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"]
+    )
 
 
 def test_gpu_bounds_leave_room_for_every_other_workload():

@@ -89,9 +89,19 @@ def test_keda_serves_the_external_metrics_api_with_its_own_rotated_certificates(
     adapter = by_name["keda-operator-metrics-apiserver"]["spec"]["template"]["spec"]["containers"][0]
     assert "--metrics-service-address=keda-operator.keda.svc.cluster.local:9666" in adapter["args"]
     readers = [o for o in objects if o["metadata"]["name"] == "keda-hpa-controller-external-metrics"]
-    assert readers and {"horizontal-pod-autoscaler", "system:kube-controller-manager"} == {
-        s["name"] for s in readers[0]["subjects"]
-    }
+    assert [s["name"] for s in readers[0]["subjects"]] == ["horizontal-pod-autoscaler"]
+
+
+def test_keda_writes_secrets_and_leases_only_in_its_own_namespace():
+    objects = observability.keda_manifests(REFS)
+    writes = {"create", "update", "patch", "delete", "*"}
+    for obj in objects:
+        for rule in obj.get("rules", []):
+            touched = {"secrets", "leases"} & set(rule.get("resources", []))
+            if touched and writes & set(rule["verbs"]):
+                assert obj["kind"] == "Role" and obj["metadata"]["namespace"] == "keda", (obj["metadata"], rule)
+    (binding,) = [o for o in objects if o["kind"] == "RoleBinding" and o["metadata"]["namespace"] == "keda"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "keda-operator", "namespace": "keda"}]
 
 
 @pytest.mark.parametrize(("module", "release"), [("v0.316.0", "v3.16.0"), ("v0.305.1", "v3.5.1")])
