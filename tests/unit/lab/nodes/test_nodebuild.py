@@ -382,23 +382,23 @@ def test_the_traefik_part_key_does_not_follow_the_other_components():
 
 
 REGISTRY = """func buildScaler(triggerType string) (scalers.Scaler, error) {
-	// TRIGGERS-START
-	switch triggerType {
-	case "activemq":
-		return scalers.NewActiveMQScaler(config)
-	case "cpu":
-		return scalers.NewCPUMemoryScaler(corev1.ResourceCPU, config)
-	// TODO: use other way for test.
-	case "external-mock":
-		return scalers.NewExternalMockScaler(config)
-	case "prometheus":
-		return scalers.NewPrometheusScaler(config)
-	default:
-		return nil, fmt.Errorf("no scaler found for type: %s", triggerType)
-	}
-	// TRIGGERS-END
+    // TRIGGERS-START
+    switch triggerType {
+    case "activemq":
+        return scalers.NewActiveMQScaler(config)
+    case "cpu":
+        return scalers.NewCPUMemoryScaler(corev1.ResourceCPU, config)
+    // TODO: use other way for test.
+    case "external-mock":
+        return scalers.NewExternalMockScaler(config)
+    case "prometheus":
+        return scalers.NewPrometheusScaler(config)
+    default:
+        return nil, fmt.Errorf("no scaler found for type: %s", triggerType)
+    }
+    // TRIGGERS-END
 }
-"""
+""".replace("    ", "\t")  # Go indents with tabs
 
 
 def test_keda_keeps_only_the_scaler_cases_asked_for_and_its_error_names_them():
