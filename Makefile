@@ -69,7 +69,7 @@ lab-bundle: venv links kube-build ## Build the lab's K3s stand-in bundle: node c
 # The whole site on real kubelets: the k3s role installs the stand-in bundle through its airgap path (or the real
 # K3s release in K3S_AIRGAP_DIR, whose image directory must then also hold the lab's images); the stand-in device
 # plugin gives the GPU nodes their inventory's GPUs.
-lab: lab-bundle lab-up ## Start the lab, converge playbooks/site.yml on real kubelets; last line KUBECONFIG=<path>
+lab: lab-bundle lab-up ## Start the lab, converge playbooks/site.yml on real kubelets, run its Prometheus and KEDA; last line KUBECONFIG=<path>
 	$(BIN)/python -m lab.nodes.labctl device-plugins --bin "$$($(BIN)/python -m lab.nodes.nodebuild path)"
 	$(BIN)/ansible-playbook playbooks/site.yml -i inventories/lab -e k3s_install_mode=airgap \
 	  -e k3s_airgap_dir="$(or $(K3S_AIRGAP_DIR),$$($(BIN)/python -m lab.nodes.k3sbundle path))" $(ANSIBLE_ARGS)
