@@ -757,13 +757,18 @@ def build_module(comp: Component, work: Path, out: Path) -> None:
         kubebuild.go(*build_args(comp, out, name, package), cwd=work)
 
 
+def copy_module(source: str, target: Path) -> None:
+    """A writable copy of a module directory (the module cache is read-only)."""
+    shutil.copytree(source, target)
+    for path in [target, *target.rglob("*")]:
+        path.chmod(path.stat().st_mode | 0o200)
+
+
 def build_in_module(comp: Component, work: Path, out: Path) -> None:
     """A component built inside a writable copy of its module directory, with its edits and nested module."""
     info = kubebuild.module_info(comp.module, comp.version)
     shutil.rmtree(work, ignore_errors=True)
-    shutil.copytree(info["Dir"], work)
-    for path in [work, *work.rglob("*")]:
-        path.chmod(path.stat().st_mode | 0o200)  # the module cache is read-only
+    copy_module(info["Dir"], work)
     for file in sorted({e[0] for e in comp.edits}):
         target = work / file
         target.write_text(edited(target.read_text(), file, comp.edits))
@@ -773,9 +778,7 @@ def build_in_module(comp: Component, work: Path, out: Path) -> None:
         shutil.copytree(source, work / where)
     for where, module in comp.served_nested:
         shutil.rmtree(work / where, ignore_errors=True)
-        shutil.copytree(kubebuild.module_info(module, comp.version)["Dir"], work / where)
-        for path in [work / where, *(work / where).rglob("*")]:
-            path.chmod(path.stat().st_mode | 0o200)
+        copy_module(kubebuild.module_info(module, comp.version)["Dir"], work / where)
     if comp.toolchain:
         wanted = "go" + kubebuild.parse_gomod((work / "go.mod").read_text())[0]
         if wanted != comp.toolchain:

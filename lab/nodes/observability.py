@@ -86,23 +86,34 @@ def rule(groups: list[str], resources: list[str], verbs: list[str]) -> dict:
     return {"apiGroups": groups, "resources": resources, "verbs": verbs}
 
 
+def role(kind: str, name: str, namespace: str | None, chart: str, rules: list[dict]) -> dict:
+    """A Role (in namespace) or ClusterRole (namespace None) of `rules`."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": kind,
+        "metadata": meta(name, namespace, chart),
+        "rules": rules,
+    }
+
+
+def binding(name: str, namespace: str | None, chart: str, role_ref: tuple[str, str], subject: tuple[str, str]) -> dict:
+    """A RoleBinding (in namespace) or ClusterRoleBinding (namespace None) of role_ref (kind, name) to the service
+    account subject (namespace, name)."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding" if namespace else "ClusterRoleBinding",
+        "metadata": meta(name, namespace, chart),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_ref[0], "name": role_ref[1]},
+        "subjects": [{"kind": "ServiceAccount", "name": subject[1], "namespace": subject[0]}],
+    }
+
+
 def rbac(name: str, namespace: str, chart: str, rules: list[dict]) -> list[dict]:
     """A ServiceAccount with a ClusterRole of `rules` bound to it."""
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(name, namespace, chart)},
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": meta(name, None, chart),
-            "rules": rules,
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": meta(name, None, chart),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
-        },
+        role("ClusterRole", name, None, chart, rules),
+        binding(name, None, chart, ("ClusterRole", name), (namespace, name)),
     ]
 
 
@@ -318,50 +329,32 @@ def keda_manifests(refs: dict[str, str], namespace: str = KEDA_NAMESPACE) -> lis
         "volumeMounts": [mount],
         "resources": {"requests": {"cpu": "50m", "memory": "100Mi"}},
     }
-    auth_delegator = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": meta("keda-operator-metrics-apiserver-auth-delegator", None, chart),
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:auth-delegator"},
-        "subjects": [{"kind": "ServiceAccount", "name": "keda-operator-metrics-apiserver", "namespace": namespace}],
-    }
-    auth_reader = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": meta("keda-operator-metrics-apiserver-auth-reader", "kube-system", chart),
-        "roleRef": {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "Role",
-            "name": "extension-apiserver-authentication-reader",
-        },
-        "subjects": [{"kind": "ServiceAccount", "name": "keda-operator-metrics-apiserver", "namespace": namespace}],
-    }
+    adapter_sa = (namespace, "keda-operator-metrics-apiserver")
+    auth_delegator = binding(
+        "keda-operator-metrics-apiserver-auth-delegator",
+        None,
+        chart,
+        ("ClusterRole", "system:auth-delegator"),
+        adapter_sa,
+    )
+    auth_reader = binding(
+        "keda-operator-metrics-apiserver-auth-reader",
+        "kube-system",
+        chart,
+        ("Role", "extension-apiserver-authentication-reader"),
+        adapter_sa,
+    )
     # The HPA controller reads the external metrics as its service account (the lab's controller manager, as K3s's,
     # runs with --use-service-account-credentials).
-    hpa_reader = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": meta("keda-hpa-controller-external-metrics", None, chart),
-        "roleRef": {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "ClusterRole",
-            "name": "keda-external-metrics-reader",
-        },
-        "subjects": [{"kind": "ServiceAccount", "name": "horizontal-pod-autoscaler", "namespace": "kube-system"}],
-    }
-    own_role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": meta("keda-operator", namespace, chart),
-        "rules": operator_own,
-    }
-    own_binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": meta("keda-operator", namespace, chart),
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "keda-operator"},
-        "subjects": [{"kind": "ServiceAccount", "name": "keda-operator", "namespace": namespace}],
-    }
+    hpa_reader = binding(
+        "keda-hpa-controller-external-metrics",
+        None,
+        chart,
+        ("ClusterRole", "keda-external-metrics-reader"),
+        ("kube-system", "horizontal-pod-autoscaler"),
+    )
+    own_role = role("Role", "keda-operator", namespace, chart, operator_own)
+    own_binding = binding("keda-operator", namespace, chart, ("Role", "keda-operator"), (namespace, "keda-operator"))
     return [
         *rbac("keda-operator", namespace, chart, operator_rules),
         own_role,
@@ -391,12 +384,9 @@ def keda_manifests(refs: dict[str, str], namespace: str = KEDA_NAMESPACE) -> lis
         ),
         auth_delegator,
         auth_reader,
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": meta("keda-external-metrics-reader", None, chart),
-            "rules": [rule(["external.metrics.k8s.io"], ["*"], READ)],
-        },
+        role(
+            "ClusterRole", "keda-external-metrics-reader", None, chart, [rule(["external.metrics.k8s.io"], ["*"], READ)]
+        ),
         hpa_reader,
         {
             "apiVersion": "apiregistration.k8s.io/v1",
@@ -476,36 +466,39 @@ def apiservice_available(kubectl: Kubectl):
     return check
 
 
-def scaled_objects_ready(kubectl: Kubectl):
+def scaled_objects(kubectl: Kubectl, why):
+    """A check that lists every ScaledObject and names those for which why(item) gives a reason to wait."""
+
     def check():
         items = (kubectl.json("get", "scaledobjects.keda.sh", "-A") or {}).get("items", [])
-        waiting = []
-        for item in items:
-            conditions = {c.get("type"): c.get("status") for c in item.get("status", {}).get("conditions", [])}
-            if conditions.get("Ready") != "True":
-                waiting.append(f"{item['metadata']['namespace']}/{item['metadata']['name']}")
-            elif item.get("status", {}).get("hpaName") is None:
-                waiting.append(f"{item['metadata']['namespace']}/{item['metadata']['name']} (no HPA yet)")
+        waiting = [
+            f"{item['metadata']['namespace']}/{item['metadata']['name']}{reason}"
+            for item in items
+            if (reason := why(item)) is not None
+        ]
         return "; ".join(waiting) or None
 
     return check
 
 
-def scaled_to_minimum(kubectl: Kubectl):
-    """Every ScaledObject's target holds at least its minReplicaCount (KEDA's HPA made the count)."""
+def not_ready(item: dict) -> str | None:
+    conditions = {c.get("type"): c.get("status") for c in item.get("status", {}).get("conditions", [])}
+    if conditions.get("Ready") != "True":
+        return ""
+    return " (no HPA yet)" if item.get("status", {}).get("hpaName") is None else None
 
-    def check():
-        items = (kubectl.json("get", "scaledobjects.keda.sh", "-A") or {}).get("items", [])
-        short = []
-        for item in items:
-            ref, ns = item["spec"]["scaleTargetRef"], item["metadata"]["namespace"]
-            target = kubectl.json("get", ref.get("kind", "Deployment").lower(), ref["name"], "-n", ns) or {}
-            ready = target.get("status", {}).get("readyReplicas", 0)
-            if ready < int(item["spec"].get("minReplicaCount", 0)):
-                short.append(f"{ns}/{ref['name']}: {ready} of {item['spec'].get('minReplicaCount')} ready")
-        return "; ".join(short) or None
 
-    return check
+def below_minimum(kubectl: Kubectl):
+    """Why a ScaledObject's target holds fewer ready replicas than its minReplicaCount (KEDA's HPA makes the count)."""
+
+    def why(item: dict) -> str | None:
+        ref, ns = item["spec"]["scaleTargetRef"], item["metadata"]["namespace"]
+        target = kubectl.json("get", ref.get("kind", "Deployment").lower(), ref["name"], "-n", ns) or {}
+        ready = target.get("status", {}).get("readyReplicas", 0)
+        minimum = int(item["spec"].get("minReplicaCount", 0))  # KEDA's default minimum is 0
+        return f": {ref['name']} {ready} of {minimum} ready" if ready < minimum else None
+
+    return why
 
 
 def apply(kubeconfig: Path, kubectl_bin: str, timeout: float = 300) -> None:
@@ -549,8 +542,8 @@ def apply(kubeconfig: Path, kubectl_bin: str, timeout: float = 300) -> None:
         wait(f"Prometheus {PROMETHEUS}", prometheus_ready, timeout)
     if keda_chart is not None:
         wait(f"APIService {METRICS_APISERVICE}", apiservice_available(kubectl), timeout)
-        wait("the ScaledObjects", scaled_objects_ready(kubectl), timeout)
-        wait("the scaled workloads' minimum replicas", scaled_to_minimum(kubectl), timeout)
+        wait("the ScaledObjects", scaled_objects(kubectl, not_ready), timeout)
+        wait("the scaled workloads' minimum replicas", scaled_objects(kubectl, below_minimum(kubectl)), timeout)
     log(f"ready in {time.monotonic() - started:.0f}s")
 
 
