@@ -10,6 +10,8 @@ version_added: 0.1.0
 description:
   - Reports whether the kernel loads modules, which firewall is active (ufw, firewalld or none), which of
     O(packages) are not installed, the state of each unit of O(units), and whether swap is in use.
+  - With O(facts), also the host facts the collection's roles read, in the same module run, so that a play need not
+    gather facts first (M(ansible.builtin.setup) costs a module run of its own on every host).
   - Reads only; the prereq role changes a host only where this says it differs. The parsing is in module_utils
     C(node_info.py).
 author:
@@ -25,6 +27,15 @@ options:
     type: list
     elements: str
     default: []
+  facts:
+    description:
+      - Also return host facts under the names M(ansible.builtin.setup) gives them, from Ansible's own fact
+        collectors - platform (C(architecture)), distribution (C(os_family), C(distribution_version)) and
+        virtualization (C(virtualization_type), C(virtualization_role)) whole; of the network only the default
+        routes (C(default_ipv4), C(default_ipv6), each with C(interface), C(address) and C(gateway)), not every
+        interface.
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
@@ -40,6 +51,10 @@ EXAMPLES = r"""
     packages: [ca-certificates, curl, iptables]
     units: [systemd-timesyncd.service]
   register: node
+
+- name: Read the node and the facts the roles need, without gathering facts first
+  aiinfra.k3s.node_info:
+    facts: true
 """
 
 RETURN = r"""
@@ -65,6 +80,12 @@ swap_active:
   description: Whether a swap area is in use (C(/proc/swaps) lists one).
   returned: always
   type: bool
+ansible_facts:
+  description: The host facts of O(facts), set on the host as gathered facts are.
+  returned: when O(facts) is true
+  type: dict
+  sample: {architecture: x86_64, os_family: Debian, distribution_version: "12.15", virtualization_type: podman,
+           virtualization_role: guest, default_ipv4: {interface: eth0, address: 10.89.0.11, gateway: 10.89.0.1}}
 """
 
 import os
@@ -97,11 +118,30 @@ def read_text(path):
         return None
 
 
+def host_facts(module):
+    """The facts the roles read, as ansible.builtin.setup names them: Ansible's platform, distribution and Linux
+    virtualization collectors, and its Linux network collector's default-route lookup (not its walk over every
+    interface, which is most of the network subset's time on a node with many pod interfaces)."""
+    from ansible.module_utils.facts.network.linux import LinuxNetwork
+    from ansible.module_utils.facts.system.distribution import DistributionFactCollector
+    from ansible.module_utils.facts.system.platform import PlatformFactCollector
+    from ansible.module_utils.facts.virtual.linux import LinuxVirtualCollector
+
+    facts = {}
+    for collector in (PlatformFactCollector, DistributionFactCollector, LinuxVirtualCollector):
+        facts.update(collector().collect(module=module, collected_facts=facts))
+    ip_path = module.get_bin_path("ip")
+    if ip_path:
+        facts["default_ipv4"], facts["default_ipv6"] = LinuxNetwork(module).get_default_interfaces(ip_path, facts)
+    return facts
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
             "packages": {"type": "list", "elements": "str", "default": []},
             "units": {"type": "list", "elements": "str", "default": []},
+            "facts": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -113,6 +153,7 @@ def main():
     for unit in p["units"]:
         shown = output(module, ["systemctl", "show", "-p", "LoadState,UnitFileState,ActiveState", unit])
         units[unit] = unit_state(shown or "")
+    extra = {"ansible_facts": host_facts(module)} if p["facts"] else {}
     module.exit_json(
         changed=False,
         loadable_modules=os.path.exists("/proc/modules"),
@@ -120,6 +161,7 @@ def main():
         missing_packages=missing_packages(p["packages"], dpkg or ""),
         units=units,
         swap_active=swap_active(read_text("/proc/swaps")),
+        **extra,
     )
 
 

@@ -1,5 +1,10 @@
 """plugins/module_utils/node/node_info.py on the real output formats of ufw, firewall-cmd, dpkg-query and systemctl."""
 
+import os
+import platform
+import shutil
+import subprocess
+
 import pytest
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node.node_info import (
@@ -65,3 +70,38 @@ def test_unit_state_from_systemctl_show(show, state):
 )
 def test_swap_in_use_from_proc_swaps(proc_swaps, active):
     assert swap_active(proc_swaps) is active
+
+
+class _Module:
+    """The two AnsibleModule methods host_facts uses, on this machine's real programs."""
+
+    def get_bin_path(self, name):
+        return shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+
+    def run_command(self, argv, **_kwargs):
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_host_facts_are_what_setup_gives_for_the_facts_the_roles_read():
+    """node_info's facts (on this machine) against Ansible's own collectors run as setup runs them: the names and
+    values the roles read (architecture, OS, virtualization, the default address) are the same."""
+    from ansible.module_utils.facts import ansible_collector, default_collectors
+
+    from ansible_collections.aiinfra.k3s.plugins.modules.node_info import host_facts
+
+    module = _Module()
+    facts = host_facts(module)
+    collector = ansible_collector.get_ansible_collector(
+        all_collector_classes=default_collectors.collectors,
+        gather_subset=["!all", "!min", "platform", "distribution", "network", "virtual"],
+        gather_timeout=10,
+    )
+    setup = collector.collect(module=module)
+    for name in ("architecture", "os_family", "distribution", "distribution_version", "virtualization_type",
+                 "virtualization_role"):  # fmt: skip
+        assert facts[name] == setup[name], name
+    assert facts["architecture"] == platform.machine()
+    for key in ("interface", "address", "gateway"):
+        assert facts["default_ipv4"].get(key) == setup["default_ipv4"].get(key), key
+    assert "interfaces" not in facts  # the walk over every interface is what it leaves out
