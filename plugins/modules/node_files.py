@@ -58,6 +58,19 @@ options:
     type: list
     elements: str
     default: []
+  verified:
+    description:
+      - Absolute path of a file whose content the controller verified to its wanted C(sha256) and, optionally,
+        C(size), C(mode), C(owner) and C(group), as M(aiinfra.k3s.verified_files) takes them. Only read, in the same
+        run as the rest: RV(stale) names those the node lacks, for the copy that follows (which this module does not
+        make), and the record of O(verified_record) keeps each file proven by its hash, so that the next run knows it
+        from its stat.
+    type: dict
+    default: {}
+  verified_record:
+    description: The record file of O(verified) (JSON, mode 0600), shared with M(aiinfra.k3s.verified_files).
+    type: path
+    default: /var/lib/aiinfra/verified-files.json
   probe:
     description:
       - Absolute paths the module only looks at; those that exist are returned in RV(present). Saves a C(stat) run
@@ -111,6 +124,21 @@ EXAMPLES = r"""
     name: k3s.service
     state: started
   when: "'/usr/local/bin/k3s' in k3s_files.present"
+
+- name: Write the unit and find, in the same run, whether the node holds the verified binary
+  aiinfra.k3s.node_files:
+    files:
+      - {path: /etc/systemd/system/k3s.service, content: "{{ unit_text }}"}
+    verified:
+      /usr/local/bin/k3s: {sha256: "{{ release.binary.sha256 }}", size: "{{ release.binary.size }}"}
+  register: k3s_files
+
+- name: Copy the binary only where the node lacks it
+  ansible.builtin.copy:
+    src: "{{ release.binary.path }}"
+    dest: /usr/local/bin/k3s
+    mode: "0755"
+  when: "'/usr/local/bin/k3s' in k3s_files.stale"
 """
 
 RETURN = r"""
@@ -130,6 +158,17 @@ free_space:
   returned: always
   type: dict
   sample: {/data/model-registry: {mount: /data, available: 107374182400}}
+stale:
+  description: The paths of O(verified) that are missing, hold other bytes, or lack the mode, owner or group asked for.
+  returned: when O(verified) is given
+  type: list
+  elements: str
+  sample: [/usr/local/bin/k3s]
+bytes_hashed:
+  description: Bytes this run read to hash the files of O(verified) (0 when the record proved each one).
+  returned: when O(verified) is given
+  type: int
+  sample: 0
 """
 
 import os
@@ -146,6 +185,12 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.node.node_files import
     wanted,
     wanted_mode,
 )
+from ansible_collections.aiinfra.k3s.plugins.module_utils.node.verified_files import (
+    bad_files,
+    inspect,
+    load_record,
+    write_record,
+)
 
 
 def main():
@@ -156,6 +201,10 @@ def main():
     links, absent, probe, measure = want["links"], want["absent"], want["probe"], want["measure"]
     if want["bad"]:
         module.fail_json(msg="node_files takes absolute paths without '..': %s" % ", ".join(map(repr, want["bad"])))
+
+    problems = bad_files(p["verified"])
+    if problems:
+        module.fail_json(msg="node_files verified: " + "; ".join(problems))
 
     todo = changes(list(dirs), texts, links, absent)
     changed = bool(todo["directories"] or todo["write"] or todo["links"] or todo["remove"])
@@ -184,6 +233,15 @@ def main():
         "present": [path for path in probe if present([probe[path]])],
         "free_space": {path: free_space(measure[path]) for path in measure},
     }
+    if p["verified"]:
+        record = load_record(p["verified_record"])
+        found = inspect(p["verified"], record)
+        if found["entries"] != record and not module.check_mode:
+            try:
+                write_record(p["verified_record"], found["entries"])
+            except OSError as exc:
+                module.fail_json(msg="node_files: cannot write the record %s: %s" % (p["verified_record"], exc))
+        result.update(stale=found["stale"], bytes_hashed=found["bytes_hashed"])
     if module._diff:
         result["diff"] = diff_entries(todo, secrets)
     module.exit_json(**result)

@@ -29,6 +29,8 @@ ARGUMENT_SPEC = {
     "absent": {"type": "list", "elements": "str", "default": []},
     "probe": {"type": "list", "elements": "str", "default": []},
     "free_space": {"type": "list", "elements": "str", "default": []},
+    "verified": {"type": "dict", "default": {}},
+    "verified_record": {"type": "path", "default": "/var/lib/aiinfra/verified-files.json"},
     "owner": {"type": "str"},
     "group": {"type": "str"},
 }
@@ -81,7 +83,7 @@ def attributes_hold(path, mode=None, owner=None, group=None):
 def converged(params):
     """The module's result when it would change nothing (read in this process), else None: the module must run."""
     want = wanted(params)
-    if want["bad"] or want["links"]:
+    if want["bad"] or want["links"] or params.get("verified"):
         return None
     todo = changes(list(want["dirs"]), want["texts"], want["links"], want["absent"])
     if todo["directories"] or todo["write"] or todo["links"] or todo["remove"]:

@@ -1,5 +1,6 @@
 """plugins/module_utils/node/node_files.py on a real directory tree."""
 
+import hashlib
 import json
 import os
 import pwd
@@ -166,6 +167,40 @@ def test_module_converges_files_modes_and_links_then_reports_nothing(tmp_path):
     rc, result = run_module("aiinfra.k3s.node_files", args)
     assert rc == 0 and not result["changed"] and result["written"] == []
     assert result["present"] == [str(tmp_path / "k3s"), str(etc)]
+
+
+def test_module_finds_the_verified_files_the_node_lacks_in_the_same_run_and_keeps_their_record(tmp_path):
+    """verified: a file of the wanted bytes is current (hashed once, then proven by the record from its stat), a
+    missing one, one of other bytes and one of another mode are stale; nothing is copied or changed by it, and check
+    mode writes no record. A bad sha256 fails before anything is written."""
+    good, other, moded = tmp_path / "k3s", tmp_path / "images.tar", tmp_path / "chart.tgz"
+    good.write_bytes(b"binary")
+    other.write_bytes(b"old images")
+    moded.write_bytes(b"chart")
+    moded.chmod(0o644)
+    record = tmp_path / "record" / "verified.json"
+    verified = {
+        str(good): {"sha256": hashlib.sha256(b"binary").hexdigest(), "size": 6},
+        str(other): {"sha256": hashlib.sha256(b"new images").hexdigest()},
+        str(moded): {"sha256": hashlib.sha256(b"chart").hexdigest(), "mode": "0600"},
+        str(tmp_path / "missing"): {"sha256": "0" * 64},
+    }
+    args = {"files": [{"path": str(tmp_path / "unit"), "content": "u\n"}], "verified": verified,
+            "verified_record": str(record)}  # fmt: skip
+    rc, result = run_module("aiinfra.k3s.node_files", args, check=True)
+    assert rc == 0 and sorted(result["stale"]) == sorted([str(other), str(moded), str(tmp_path / "missing")])
+    assert not record.exists() and not (tmp_path / "unit").exists()
+    rc, result = run_module("aiinfra.k3s.node_files", args)
+    assert rc == 0 and result["written"] == [str(tmp_path / "unit")] and result["bytes_hashed"] > 0
+    assert sorted(result["stale"]) == sorted([str(other), str(moded), str(tmp_path / "missing")])
+    assert other.read_bytes() == b"old images" and oct(moded.stat().st_mode & 0o777) == "0o644"  # only read
+    assert list(json.loads(record.read_text())["files"]) == [str(good)]
+    rc, result = run_module("aiinfra.k3s.node_files", args)
+    # The record proves the current file now; only the stale one of no given size is read again.
+    assert rc == 0 and not result["changed"] and result["bytes_hashed"] == len(b"old images")
+    rc, result = run_module("aiinfra.k3s.node_files", dict(args, verified={str(good): {"sha256": "abc"}},
+                                                           files=[{"path": str(tmp_path / "u2"), "content": "x"}]))  # fmt: skip
+    assert rc != 0 and str(good) in result["msg"] and not (tmp_path / "u2").exists()
 
 
 def _converged_args(tmp_path, **extra):
