@@ -60,7 +60,7 @@ options:
     default: []
   verified:
     description:
-      - Absolute path of a file whose content the controller verified to its wanted C(sha256) and, optionally,
+      - Each absolute path of a file whose content the controller verified, to its wanted C(sha256) and, optionally,
         C(size), C(mode), C(owner) and C(group), as M(aiinfra.k3s.verified_files) takes them. Only read, in the same
         run as the rest; RV(stale) names those the node lacks, for the copy that follows (which this module does not
         make), and the record of O(verified_record) keeps each file proven by its hash, so that the next run knows it

@@ -119,7 +119,7 @@ def read_text(path):
 
 
 def host_facts(module):
-    """The facts the roles read, as ansible.builtin.setup names them: Ansible's platform, distribution and Linux
+    """The facts the roles read, named as ansible.builtin.setup names them: Ansible's platform, distribution and Linux
     virtualization collectors, and its Linux network collector's default-route lookup (not its walk over every
     interface, which is most of the network subset's time on a node with many pod interfaces)."""
     from ansible.module_utils.facts.network.linux import LinuxNetwork
@@ -133,7 +133,10 @@ def host_facts(module):
     ip_path = module.get_bin_path("ip")
     if ip_path:
         facts["default_ipv4"], facts["default_ipv6"] = LinuxNetwork(module).get_default_interfaces(ip_path, facts)
-    return facts
+    # Named as setup names them (ansible_*): Ansible files them under ansible_facts without the prefix, and where
+    # facts are also injected as variables (inject_facts_as_vars, true by default) they never shadow an inventory
+    # variable such as `hostname` or `domain`.
+    return {"ansible_" + name: value for name, value in facts.items()}
 
 
 def main():
