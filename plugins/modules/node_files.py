@@ -187,9 +187,7 @@ from ansible_collections.aiinfra.k3s.plugins.module_utils.node.node_files import
 )
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node.verified_files import (
     bad_files,
-    inspect,
-    load_record,
-    write_record,
+    check,
 )
 
 
@@ -234,13 +232,10 @@ def main():
         "free_space": {path: free_space(measure[path]) for path in measure},
     }
     if p["verified"]:
-        record = load_record(p["verified_record"])
-        found = inspect(p["verified"], record)
-        if found["entries"] != record and not module.check_mode:
-            try:
-                write_record(p["verified_record"], found["entries"])
-            except OSError as exc:
-                module.fail_json(msg="node_files: cannot write the record %s: %s" % (p["verified_record"], exc))
+        try:
+            found = check(p["verified"], p["verified_record"], keep=not module.check_mode)
+        except OSError as exc:
+            module.fail_json(msg="node_files: cannot write the record %s: %s" % (p["verified_record"], exc))
         result.update(stale=found["stale"], bytes_hashed=found["bytes_hashed"])
     if module._diff:
         result["diff"] = diff_entries(todo, secrets)

@@ -99,9 +99,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aiinfra.k3s.plugins.module_utils.node.verified_files import (
     bad_files,
-    inspect,
-    load_record,
-    write_record,
+    check,
 )
 
 
@@ -118,13 +116,10 @@ def main():
     problems = bad_files(files)
     if problems:
         module.fail_json(msg="verified_files: " + "; ".join(problems))
-    record = load_record(module.params["record"])
-    result = inspect(files, record)
-    if result["entries"] != record and not module.check_mode:
-        try:
-            write_record(module.params["record"], result["entries"])
-        except OSError as exc:
-            module.fail_json(msg="verified_files: cannot write the record %s: %s" % (module.params["record"], exc))
+    try:
+        result = check(files, module.params["record"], keep=not module.check_mode)
+    except OSError as exc:
+        module.fail_json(msg="verified_files: cannot write the record %s: %s" % (module.params["record"], exc))
     out = {
         "changed": False,
         "current": result["current"],

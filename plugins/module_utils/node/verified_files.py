@@ -111,6 +111,16 @@ def inspect(files, record, hash_file=sha256_file):
     return out
 
 
+def check(files, record_path, keep=True):
+    """inspect() the files against the record at record_path, and keep the record it returns (unless keep is false:
+    check mode). Raises OSError when the record cannot be written."""
+    record = load_record(record_path)
+    found = inspect(files, record)
+    if keep and found["entries"] != record:
+        write_record(record_path, found["entries"])
+    return found
+
+
 def bad_files(files):
     """Problems of the module's `files` argument, as text (the module fails on any)."""
     problems = []
