@@ -151,7 +151,7 @@ def load(seconds: float, rate: float, stop: threading.Event, results: list) -> N
         finally:
             in_flight.release()
 
-    for _ in range(int(seconds * rate)):
+    for _request in range(int(seconds * rate)):
         if stop.is_set() or time.monotonic() > ends:
             break
         time.sleep(max(0.0, due - time.monotonic()))
